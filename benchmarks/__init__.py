@@ -1,0 +1,1 @@
+"""Benchmarks: run with ``make bench``; each ``bench_*.py`` module has a ``main()``."""

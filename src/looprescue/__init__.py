@@ -1,0 +1,3 @@
+"""looprescue: detect, cut and rescue repetition loops in LLM agent streams and sessions."""
+
+__version__ = "0.1.0"

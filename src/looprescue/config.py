@@ -1,0 +1,156 @@
+"""The one validated configuration model.
+
+Keys follow the DSH loop-rescue plugin's config block (camelCase), so a DSH user can paste the
+same YAML. Unknown keys are errors: a typo must never silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Mode = Literal["rescue", "cut", "observe"]
+Watch = Literal["both", "reasoning", "text"]
+Language = Literal["auto", "zh", "en"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the key and the reason."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class DetectorConfig(_Strict):
+    """Thresholds of the streaming loop detector (see docs/detector.md for the why of each)."""
+
+    # cycle: the tail is one unit repeated verbatim.
+    cycleMinPeriod: int = Field(16, ge=1, le=100_000)
+    cycleMaxPeriod: int = Field(4000, ge=2, le=100_000)
+    cycleMinRepeats: float = Field(3.0, ge=2.0, le=1000)
+    cycleMinChars: int = Field(600, ge=16, le=10_000_000)
+    # counter: like cycle, but copies only match once digits are masked; less certain, so
+    # it needs more copies before it fires.
+    counterMinRepeats: float = Field(5.0, ge=2.0, le=1000)
+    counterMinChars: int = Field(900, ge=16, le=10_000_000)
+    # paragraph: a long paragraph re-emitted verbatim (loops whose period is too long to show
+    # three copies soon).
+    paragraphMinChars: int = Field(280, ge=40, le=1_000_000)
+    paragraphMinRepeats: int = Field(2, ge=2, le=1000)
+    # pool: recent sentences drawn from a handful of recurring short phrases.
+    poolWindow: int = Field(30, ge=4, le=10_000)
+    poolMinCoverage: float = Field(0.75, gt=0.0, le=1.0)
+    poolMaxPhrases: int = Field(12, ge=2, le=1000)
+    poolMaxPhraseChars: int = Field(40, ge=2, le=10_000)
+    poolMinDistinct: int = Field(2, ge=1, le=1000)
+    # lines: short lines that keep duplicating; a warning needs a second window to confirm.
+    linesWindow: int = Field(50, ge=4, le=10_000)
+    linesMaxMedianChars: int = Field(20, ge=1, le=10_000)
+    linesMinDuplicateRatio: float = Field(0.7, gt=0.0, le=1.0)
+    linesConfirmGap: int = Field(50, ge=1, le=100_000)
+    # inside ``` fences of the text channel repetition is held to stricter thresholds.
+    codeFenceFactor: float = Field(3.0, ge=1.0, le=100)
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> DetectorConfig:
+        if self.cycleMaxPeriod < self.cycleMinPeriod:
+            raise ValueError(
+                f"cycleMaxPeriod ({self.cycleMaxPeriod}) must be >= cycleMinPeriod "
+                f"({self.cycleMinPeriod})"
+            )
+        if self.poolMinDistinct > self.poolMaxPhrases:
+            raise ValueError("poolMinDistinct must be <= poolMaxPhrases")
+        return self
+
+
+class DoctorConfig(_Strict):
+    """Thresholds of the detour analyzer."""
+
+    retryStormMin: int = Field(2, ge=1, le=100_000)
+    repeatToolMin: int = Field(3, ge=2, le=100_000)
+    toolErrorMin: int = Field(2, ge=2, le=100_000)
+    compactionThreshold: int = Field(3, ge=1, le=100_000)
+    injectThreshold: int = Field(15, ge=1, le=100_000)
+    delegationThreshold: int = Field(20, ge=1, le=100_000)
+    promptBloatSteps: int = Field(3, ge=2, le=100_000)
+    toolCycleMinRepeats: int = Field(3, ge=2, le=100_000)
+    toolCycleMaxWidth: int = Field(5, ge=2, le=100)
+    narrationMinRepeats: int = Field(3, ge=2, le=100_000)
+    narrationMinChars: int = Field(40, ge=1, le=1_000_000)
+    maxTrackedTools: int = Field(256, ge=1, le=1_000_000)
+
+
+class LoopRescueConfig(_Strict):
+    """Top-level configuration: rescue policy, detector and doctor thresholds."""
+
+    mode: Mode = "rescue"
+    watch: Watch = "both"
+    marker: bool = True
+    language: Language = "auto"
+    maxConsecutiveRescues: int = Field(3, ge=0, le=1000)
+    stallCalls: int = Field(3, ge=0, le=1000)
+    stallMinReasoningChars: int = Field(1024, ge=0, le=100_000_000)
+    retryTemperature: float | None = Field(None, ge=0.0, le=2.0)
+    retryReasoningEffort: Literal["low", "medium", "high", "max"] | None = None
+    retryRequests: int = Field(1, ge=0, le=1000)
+    resumeTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
+    models: tuple[str, ...] = ("*",)
+    detector: DetectorConfig = DetectorConfig()
+    doctor: DoctorConfig = DoctorConfig()
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = []
+    for item in err.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        reason = item["msg"]
+        if item["type"] == "extra_forbidden":
+            reason = "unknown key"
+        lines.append(f"{source}: {key}: {reason}")
+    return "\n".join(lines)
+
+
+def config_from_mapping(data: Any, source: str = "config") -> LoopRescueConfig:
+    """Validate a plain mapping (e.g. parsed YAML) into a config, or raise ConfigError."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: top level must be a mapping, got {type(data).__name__}")
+    try:
+        return LoopRescueConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> LoopRescueConfig:
+    """Load YAML from ``path`` (None: defaults) and apply dotted-key ``overrides`` on top."""
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise ConfigError(f"{source}: cannot read config: {err.strerror or err}") from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{source}: invalid YAML: {err}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{source}: top level must be a mapping")
+        data = loaded or {}
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{source}: {dotted}: parent {part!r} is not a mapping")
+        node[leaf] = value
+    return config_from_mapping(data, source)

@@ -1,0 +1,39 @@
+"""Value types the detector returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+Channel = Literal["reasoning", "text"]
+CHANNELS: tuple[Channel, ...] = ("reasoning", "text")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A confirmed loop in one channel.
+
+    Offsets count code points of that channel's text since the stream began.
+    ``prune_offset`` is how many chars to keep: everything from there on is loop text.
+    ``loop_start``..``fired_at`` is the loop span as seen when the rule fired (the first copy,
+    which is kept, starts at ``loop_start``).
+    """
+
+    rule: str
+    channel: Channel
+    prune_offset: int
+    loop_start: int
+    fired_at: int
+    repeats: float
+    period: int | None
+    evidence: str
+
+    @property
+    def loop_chars(self) -> int:
+        """Chars of loop text that pruning at ``prune_offset`` removes (as of the fire)."""
+        return self.fired_at - self.prune_offset
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["loop_chars"] = self.loop_chars
+        return data
