@@ -82,6 +82,8 @@ class DoctorConfig(_Strict):
     narrationMinRepeats: int = Field(3, ge=2, le=100_000)
     narrationMinChars: int = Field(40, ge=1, le=1_000_000)
     maxTrackedTools: int = Field(256, ge=1, le=1_000_000)
+    # evidence seqs kept per signal: an adversarial log cannot grow one signal without bound.
+    maxEvidence: int = Field(64, ge=1, le=1_000_000)
 
 
 class LoopRescueConfig(_Strict):
