@@ -1,0 +1,167 @@
+"""Where DSH keeps sessions, which files are session logs, and what each session is."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from looprescue.dsh.errors import NoSessionsError, SessionAccessError
+from looprescue.dsh.lock import is_locked_by_dsh
+from looprescue.dsh.log import LOG_FILE_NAMES, open_log
+
+# Preferred first: a session dir holding both encodings is read from the zstd file DSH uses.
+LOG_NAME_PREFERENCE = tuple(LOG_FILE_NAMES)
+BACKUP_DIR_NAME = "sessions-loop-rescue-backup"
+
+
+def resolve_data_dir(data: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """``--data DIR``, else ``$DSH_HOME/sessions`` (if non-blank), else ``~/.dsh/sessions``."""
+    if data is not None:
+        return Path(data).expanduser()
+    env = os.environ if env is None else env
+    home = env.get("DSH_HOME", "")
+    if home.strip():
+        return Path(home).expanduser() / "sessions"
+    return Path("~/.dsh/sessions").expanduser()
+
+
+def session_log_in(directory: Path) -> Path | None:
+    """The log file of a session directory, or None."""
+    for name in LOG_NAME_PREFERENCE:
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def find_session_logs(paths: Iterable[str | Path]) -> list[Path]:
+    """Session log files named by ``paths``: each a log file, a session dir, or a data dir
+    (searched recursively, subagent session dirs included; backup dirs skipped).
+
+    Raises SessionAccessError for a missing path and NoSessionsError for a directory with none.
+    """
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_file():
+            logs = [path]
+        elif path.is_dir():
+            logs = _logs_under(path)
+            if not logs:
+                raise NoSessionsError("no DSH session logs in this directory", path=path)
+        elif path.exists():
+            raise SessionAccessError("not a file or directory", path=path)
+        else:
+            raise SessionAccessError("no such file or directory", path=path)
+        for log in logs:
+            key = log.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(log)
+    return found
+
+
+def _logs_under(root: Path) -> list[Path]:
+    errors: list[OSError] = []
+    logs = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=errors.append):
+        dirnames[:] = sorted(d for d in dirnames if d != BACKUP_DIR_NAME)
+        names = set(filenames)
+        for name in LOG_NAME_PREFERENCE:
+            if name in names:
+                logs.append(Path(dirpath) / name)
+                break
+    if errors and not logs:
+        err = errors[0]
+        raise SessionAccessError(
+            f"cannot list directory: {err.strerror or err}", path=err.filename or root
+        )
+    return logs
+
+
+_ESCAPE = re.compile(r"~([0-9A-F]{4})")
+
+
+def decode_project_key(key: str) -> str:
+    """Readable form of a ``--<project-key>--`` dir name: ``~XXXX`` escapes decoded, wrapper
+    dashes stripped. Path separators became ``-`` and cannot be told apart from real dashes, so
+    this is for display only; the header's ``cwd`` is the real path."""
+    inner = key[2:-2] if key.startswith("--") and key.endswith("--") and len(key) > 4 else key
+    units = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), inner)
+    # Escapes are UTF-16 code units: re-pair surrogates into real characters.
+    return units.encode("utf-16", "surrogatepass").decode("utf-16", errors="replace")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """What ``looprescue sessions`` shows for one session."""
+
+    id: str
+    path: Path
+    project: str
+    cwd: str | None
+    title: str | None
+    created: int
+    last_event_time: float | None
+    turns: int
+    events: int
+    size: int
+    locked: bool
+    subagent: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "project": self.project,
+            "cwd": self.cwd,
+            "title": self.title,
+            "created": self.created,
+            "lastEventTime": self.last_event_time,
+            "turns": self.turns,
+            "events": self.events,
+            "size": self.size,
+            "lockedByDsh": self.locked,
+            "subagent": self.subagent,
+        }
+
+
+def summarize_session(log_path: Path) -> SessionSummary:
+    """Read one log completely (streamed) and summarise it. Raises SessionFormatError."""
+    log = open_log(log_path)
+    title = None
+    last_time = None
+    turns = 0
+    count = 0
+    for event in log.events(tolerate_torn_tail=True):
+        count += 1
+        last_time = event["time"]
+        kind = event["type"]
+        if kind == "turn/start":
+            turns += 1
+        elif kind == "session/title" and isinstance(event["data"], dict):
+            title = event["data"].get("title", title)
+    session_dir = log_path.parent
+    project_dir = session_dir.parent.name
+    try:
+        size = log_path.stat().st_size
+    except FileNotFoundError:
+        raise SessionAccessError("file vanished while reading", path=log_path) from None
+    return SessionSummary(
+        id=log.session_id,
+        path=log_path,
+        project=decode_project_key(project_dir),
+        cwd=log.header.get("cwd"),
+        title=title,
+        created=log.header["createdAt"],
+        last_event_time=last_time,
+        turns=turns,
+        events=count,
+        size=size,
+        locked=is_locked_by_dsh(session_dir),
+        subagent=log.header.get("origin") == "subagent",
+    )

@@ -1,0 +1,80 @@
+"""DSH's writer lock (``session.lock``, flock) and a file-stability check (FORMAT.md §1.5)."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+from looprescue.dsh.errors import SessionAccessError, SessionLockedError
+
+LOCK_FILE_NAME = "session.lock"
+
+
+def is_locked_by_dsh(session_dir: Path) -> bool:
+    """True while some process (normally DSH) holds ``session.lock``. Never creates the file."""
+    lock_path = Path(session_dir) / LOCK_FILE_NAME
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        # Unreadable lock file: we cannot tell, so report it as held (the safe answer).
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    finally:
+        os.close(fd)  # closing also drops our probe lock
+    return False
+
+
+class SessionLock:
+    """Hold ``session.lock`` exclusively (as DSH does) while editing; DSH cannot open it then."""
+
+    def __init__(self, session_dir: Path) -> None:
+        self.path = Path(session_dir) / LOCK_FILE_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> SessionLock:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise SessionAccessError(
+                f"cannot open the lock file: {err.strerror or err}", path=self.path
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SessionLockedError(
+                "DSH is using this session right now (session.lock is held); close DSH first "
+                "or pass --force",
+                path=self.path,
+            ) from None
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> SessionLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def file_signature(path: Path) -> tuple[int, int, int]:
+    """(size, mtime_ns, inode): compared before and after reading to detect a live writer."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise SessionAccessError("file vanished (moved or deleted?)", path=path) from None
+    return st.st_size, st.st_mtime_ns, st.st_ino

@@ -1,0 +1,8 @@
+"""Locations of the repository and the read-only shared reference data."""
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+SESSIONS = SHARED / "dsh" / "sessions"
+CORPUS = SHARED / "corpus" / "dev.jsonl"
