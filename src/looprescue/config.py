@@ -86,6 +86,20 @@ class DoctorConfig(_Strict):
     maxEvidence: int = Field(64, ge=1, le=1_000_000)
 
 
+class ProxyConfig(_Strict):
+    """Settings of ``looprescue proxy`` (CLI flags override them)."""
+
+    upstream: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=0, le=65535)
+    # opt-in JSONL audit log of detections, cuts and resumes (holds the raw loop text)
+    auditLog: str | None = None
+    # an upstream that sends no byte for this long is treated as stalled
+    upstreamIdleTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
+    connectTimeoutMs: int = Field(30_000, ge=1, le=600_000)
+    maxConversations: int = Field(4096, ge=1, le=10_000_000)
+
+
 class LoopRescueConfig(_Strict):
     """Top-level configuration: rescue policy, detector and doctor thresholds."""
 
@@ -99,10 +113,14 @@ class LoopRescueConfig(_Strict):
     retryTemperature: float | None = Field(None, ge=0.0, le=2.0)
     retryReasoningEffort: Literal["low", "medium", "high", "max"] | None = None
     retryRequests: int = Field(1, ge=0, le=1000)
+    # OpenAI-protocol upstreams only (Anthropic Messages has no penalties); unset: unchanged.
+    retryFrequencyPenalty: float | None = Field(None, ge=-2.0, le=2.0)
+    retryPresencePenalty: float | None = Field(None, ge=-2.0, le=2.0)
     resumeTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
     models: tuple[str, ...] = ("*",)
     detector: DetectorConfig = DetectorConfig()
     doctor: DoctorConfig = DoctorConfig()
+    proxy: ProxyConfig = ProxyConfig()
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
