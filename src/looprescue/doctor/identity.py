@@ -14,8 +14,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 _DIGEST_BYTES = 16
 
 # Order matters: whole timestamps before their date/time parts, uuids before bare hex.
@@ -62,28 +60,25 @@ def mask_volatile(text: str) -> str:
 def canonical_arguments(arguments: Any) -> str:
     """Deep key-sorted compact JSON of a call's arguments (a JSON string or a value).
 
-    A string that is not JSON is compared as it is, whitespace trimmed.
+    The standard parser is used on purpose: it keeps integers beyond 64 bits exact, where a
+    float conversion would make different arguments look equal. A string that is not JSON is
+    compared as it is, whitespace trimmed.
     """
     value = arguments
     if isinstance(arguments, (str, bytes)):
         try:
-            value = orjson.loads(arguments)
-        except orjson.JSONDecodeError:
-            try:  # orjson refuses integers beyond 64 bits; the standard parser does not
-                value = json.loads(arguments)
-            except (ValueError, TypeError):
-                raw = (
-                    arguments.decode("utf-8", "replace")
-                    if isinstance(arguments, bytes)
-                    else arguments
-                )
-                return raw.strip()
+            value = json.loads(arguments)
+        except (ValueError, TypeError):
+            raw = (
+                arguments.decode("utf-8", "replace") if isinstance(arguments, bytes) else arguments
+            )
+            return raw.strip()
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
         return json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
         )
+    except (TypeError, ValueError):  # unsortable keys or circular values: compare the text
+        return repr(value)
 
 
 def digest(text: str) -> bytes:
