@@ -1,0 +1,210 @@
+"""SessionAnalysis: event routing, turn boundaries, pending calls, emission rules."""
+
+from __future__ import annotations
+
+import pytest
+from tests.test_doctor_helpers import SessionBuilder, a_busy_session
+
+from looprescue.config import ConfigError, DoctorConfig, LoopRescueConfig
+from looprescue.doctor import SessionAnalysis, analyze_log, doctor_config
+
+
+def kinds(signals) -> list[tuple]:
+    return [(s.kind, s.sub, s.turn, s.metric) for s in signals]
+
+
+def test_signals_are_emitted_when_their_turn_ends() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    log.next_step()
+    log.retry()
+    log.retry()
+    log.assistant("answer")
+    log.end_turn()
+    log.start_turn()
+    log.end_turn()
+    analysis = SessionAnalysis("s")
+    out_per_event = [analysis.feed(e) for e in log.events]
+    turn_end_1 = next(i for i, e in enumerate(log.events) if e["type"] == "turn/end")
+    assert kinds(out_per_event[turn_end_1]) == [("retry-storm", None, 1, 2)]
+    assert all(not out for i, out in enumerate(out_per_event) if i != turn_end_1)
+    assert analysis.finish() == []
+    assert analysis.finish() == []  # idempotent
+
+
+def test_session_id_is_stamped_on_every_signal() -> None:
+    signals = analyze_log(a_busy_session().events, "session-x", DoctorConfig(retryStormMin=1))
+    assert signals and {s.session for s in signals} == {"session-x"}
+
+
+def test_busy_session() -> None:
+    signals = analyze_log(a_busy_session().events, "s", DoctorConfig(retryStormMin=1))
+    assert kinds(signals) == [
+        ("retry-storm", None, 1, 1),
+        ("effect-churn", None, 1, 2),
+        ("tool-misuse", "read", 2, 2),
+    ]
+
+
+def test_open_turn_at_end_of_log_is_closed_by_finish() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    log.next_step()
+    for _ in range(3):
+        log.tool("bash", {"command": "ls"}, "a\n")
+    analysis = SessionAnalysis("s")
+    assert [s for e in log.events for s in analysis.feed(e)] == []
+    assert kinds(analysis.finish()) == [("retry-storm", "repeat:bash", 1, 3)]
+    with pytest.raises(RuntimeError):
+        analysis.feed(log.events[0])
+
+
+def test_unclosed_turn_is_closed_by_the_next_turn_start() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    log.next_step()
+    log.retry()
+    log.retry()
+    log.start_turn()  # crash: no turn/end (DSH would have added closers)
+    analysis = SessionAnalysis("s")
+    out = [s for e in log.events for s in analysis.feed(e)]
+    assert kinds(out) == [("retry-storm", None, 1, 2)]
+
+
+def test_result_matched_by_source_seq_when_the_call_id_is_missing() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    log.next_step()
+    for _ in range(3):
+        log.tool("bash", {"command": "ls"}, "a\n")
+    for event in log.events:
+        if event["type"] == "tool/result":
+            del event["data"]["message"]["toolCallId"]
+            del event["data"]["message"]["source"]["callId"]
+    log.end_turn()
+    (signal,) = analyze_log(log.events, "s")
+    assert signal.sub == "repeat:bash" and signal.metric == 3
+
+
+def test_parallel_calls_are_judged_in_call_order() -> None:
+    """Two calls then their results in reverse order: identities still follow call order."""
+    log = SessionBuilder()
+    log.start_turn()
+    log.next_step()
+    for _ in range(3):
+        log.assistant("", [("c-a", "read", '{"p":"a"}'), ("c-b", "bash", '{"c":"ls"}')])
+        a = log.add(
+            "tool/call",
+            {"turn": 1, "step": 1, "callId": "c-a", "name": "read", "arguments": '{"p":"a"}'},
+        )
+        b = log.add(
+            "tool/call",
+            {"turn": 1, "step": 1, "callId": "c-b", "name": "bash", "arguments": '{"c":"ls"}'},
+        )
+        for call_id, seq in (("c-b", b), ("c-a", a)):
+            message = {
+                "role": "tool",
+                "toolCallId": call_id,
+                "content": [{"type": "text", "text": "x"}],
+                "isError": False,
+            }
+            log.add(
+                "tool/result", {"turn": 1, "step": 1, "message": message}, sourceEventSeqs=[seq]
+            )
+        # reuse of call ids across steps is what DSH never does; make them unique again
+        for event in log.events[-4:]:
+            data = event["data"]
+            if "callId" in data:
+                data["callId"] += f"-{event['seq']}"
+        for event in log.events[-2:]:
+            event["data"]["message"]["toolCallId"] += f"-{event['sourceEventSeqs'][0]}"
+    log.end_turn()
+    signals = analyze_log(log.events, "s")
+    assert kinds(signals) == [("tool-cycle", "cycle:read>bash", 1, 3)]
+
+
+def test_job_exit_code_marks_a_failure_even_without_is_error() -> None:
+    log = SessionBuilder()
+    for _ in range(2):
+        log.start_turn()
+        log.next_step()
+        call_seq, result_seq = log.tool("bash", {"command": "make"}, "boom")
+        call_id = log.events[call_seq]["data"]["callId"]
+        settled = {
+            "jobId": "bash-1",
+            "toolCall": {"callId": call_id},
+            "status": "completed",
+            "detail": "exit code: 2",
+        }
+        log.events.insert(
+            result_seq, {"type": "job/settled", "seq": -1, "time": 0, "data": settled}
+        )
+        log.end_turn()
+    (signal,) = analyze_log(log.events, "s")
+    assert (signal.kind, signal.sub, signal.turn) == ("tool-misuse", "bash", 2)
+
+
+def test_human_vs_injected_messages() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    log.next_step()
+    for i in range(4):
+        log.user(f"prompt {i}")
+        log.user("snapshot", kind="runtime-context")
+    log.end_turn()
+    config = DoctorConfig(injectThreshold=4)
+    assert kinds(analyze_log(log.events, "s", config)) == [("context-thrash", "inject", None, 4)]
+    # in a subagent child the `user` prompt is the parent's: 8 injected
+    child = dict(log.header, origin="subagent", delegationDepth=1)
+    assert kinds(analyze_log(log.events, "s", config, header=child)) == [
+        ("context-thrash", "inject", None, 8)
+    ]
+    described = [{"type": "subagent/descriptor", "seq": -1, "time": 0, "data": {}}, *log.events]
+    assert kinds(analyze_log(described, "s", config)) == [("context-thrash", "inject", None, 8)]
+
+
+def test_delegation_markers_include_hooks() -> None:
+    events = [{"type": "hook/invoked", "seq": i, "data": {}} for i in range(3)]
+    events.append({"type": "subagent/catalog", "seq": 3, "data": {}})
+    config = DoctorConfig(delegationThreshold=4)
+    assert kinds(analyze_log(events, "s", config)) == [("context-thrash", "delegation", None, 4)]
+
+
+def test_malformed_events_are_ignored_not_fatal() -> None:
+    junk = [
+        "not a dict",
+        {"no": "type"},
+        {"type": 5},
+        {"type": "tool/call", "data": "str"},
+        {"type": "tool/result", "data": {"message": 3}},
+        {"type": "assistant/message", "data": {"message": {"content": "plain"}}},
+        {"type": "turn/start", "data": {"turn": "one"}},
+        {"type": "llm/retry"},
+        {"type": "turn/end", "data": None},
+    ]
+    assert analyze_log(junk, "s") == []
+
+
+def test_each_key_emitted_once_even_if_turn_numbers_repeat() -> None:
+    log = SessionBuilder()
+    for _ in range(2):
+        log.start_turn()
+        log.next_step()
+        log.retry()
+        log.retry()
+        log.end_turn()
+        log.turn = 0  # a log that restarts its turn numbering
+    signals = analyze_log(log.events, "s")
+    assert kinds(signals) == [("retry-storm", None, 1, 2)]
+
+
+def test_options_forms_and_loud_errors() -> None:
+    assert doctor_config(None) == DoctorConfig()
+    assert doctor_config(LoopRescueConfig(doctor=DoctorConfig(retryStormMin=9))).retryStormMin == 9
+    assert doctor_config({"retryStormMin": 4}).retryStormMin == 4
+    with pytest.raises(ConfigError, match=r"doctor\.retryStormMin"):
+        doctor_config({"retryStormMin": 0})
+    with pytest.raises(ConfigError, match=r"doctor\.retryStormMax: unknown key"):
+        doctor_config({"retryStormMax": 3})
+    with pytest.raises(ConfigError, match=r"doctor\.toolCycleMaxWidth"):
+        SessionAnalysis("s", {"toolCycleMaxWidth": 1})
