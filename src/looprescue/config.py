@@ -52,8 +52,10 @@ class DetectorConfig(_Strict):
     linesMaxMedianChars: int = Field(20, ge=1, le=10_000)
     linesMinDuplicateRatio: float = Field(0.7, gt=0.0, le=1.0)
     linesConfirmGap: int = Field(50, ge=1, le=100_000)
-    # inside ``` fences of the text channel repetition is held to stricter thresholds.
-    codeFenceFactor: float = Field(3.0, ge=1.0, le=100)
+    # Inside ``` fences of the text channel, phrases and lines are structure, not loops, so the
+    # pool and lines rules skip them; cycle and counter still run, but need this many times
+    # their usual minimum of loop chars (code legitimately repeats blocks).
+    codeFenceFactor: float = Field(2.0, ge=1.0, le=100)
 
     @model_validator(mode="after")
     def _check_ranges(self) -> DetectorConfig:
@@ -146,7 +148,9 @@ def config_from_mapping(data: Any, source: str = "config") -> LoopRescueConfig:
         raise ConfigError(_format_validation_error(err, source)) from None
 
 
-def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> LoopRescueConfig:
+def load_config(
+    path: str | Path | None, overrides: dict[str, Any] | None = None
+) -> LoopRescueConfig:
     """Load YAML from ``path`` (None: defaults) and apply dotted-key ``overrides`` on top."""
     data: dict[str, Any] = {}
     source = "defaults"

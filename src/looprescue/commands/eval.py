@@ -1,0 +1,108 @@
+"""``looprescue eval``: replay a labelled corpus through the streaming detector and score it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from looprescue.config import ConfigError, load_config
+from looprescue.corpus import CorpusError, Summary, evaluate, load_corpus
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+
+
+def eval_command(
+    corpus: Path = typer.Argument(..., help="Labelled corpus (JSON Lines)."),
+    json_output: bool = typer.Option(
+        False, "--json", help="One JSON object per record, then a summary."
+    ),
+    config: Path | None = typer.Option(None, "--config", help="YAML config (detector.* keys)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random 2-6 char delta split."),
+) -> None:
+    """Score the detector on a corpus: recall on loops, false positives on normal texts, delay.
+
+    Exit code 1 if any record is misjudged, 2 if the corpus or config cannot be read.
+    """
+    err = Console(stderr=True)
+    try:
+        cfg = load_config(config)
+        records = load_corpus(corpus)
+    except (ConfigError, CorpusError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    summary = evaluate(records, cfg.detector, seed=seed)
+    if json_output:
+        for verdict in summary.verdicts:
+            typer.echo(orjson.dumps(verdict.to_dict()).decode())
+        typer.echo(orjson.dumps({"summary": summary.to_dict()}).decode())
+    else:
+        _print_table(summary)
+    raise typer.Exit(0 if summary.ok else 1)
+
+
+def _print_table(summary: Summary) -> None:
+    console = Console()
+    table = Table(title="loop detector on corpus", show_lines=False)
+    for column in ("id", "label", "chan", "verdict", "rule", "consumed", "prune", "onset", "delay"):
+        table.add_column(
+            column, justify="right" if column in ("consumed", "prune", "onset", "delay") else "left"
+        )
+    for v in summary.verdicts:
+        if v.record.label == "borderline":
+            verdict = "[yellow]fired[/yellow]" if v.fired else "[yellow]quiet[/yellow]"
+        elif v.correct:
+            verdict = "[green]ok[/green]"
+        else:
+            verdict = (
+                "[red]MISSED[/red]" if v.record.label == "loop" else "[red]FALSE POSITIVE[/red]"
+            )
+        table.add_row(
+            v.record.id,
+            v.record.label,
+            v.record.channel,
+            verdict,
+            v.rule or "-",
+            _num(v.fired_at),
+            _num(v.prune_offset),
+            _num(v.record.onset),
+            _num(v.delay),
+        )
+    console.print(table)
+    data = summary.to_dict()
+    delay = data["delay"]
+    console.print(
+        f"recall on loop: {summary.detected}/{summary.loops} ({summary.recall:.0%})   "
+        f"false positives on normal: {len(summary.false_positives)}/{summary.normals}"
+        + (f" ({', '.join(summary.false_positives)})" if summary.false_positives else "")
+    )
+    by = ", ".join(f"{k} {d}/{t}" for k, (d, t) in sorted(summary.recall_by.items()))
+    console.print(f"recall by kind/channel: {by}")
+    console.print(
+        f"detection delay (chars after onset): median {delay['median']}, p90 {delay['p90']}, "
+        f"max {delay['max']}"
+    )
+    if data["onset_zero_delays"]:
+        console.print(
+            "lock-on delay where the sample starts inside the loop: "
+            + ", ".join(f"{k} {d}" for k, d in data["onset_zero_delays"].items())
+        )
+    if data["early_fires"]:
+        console.print("fired before the labelled onset: " + ", ".join(data["early_fires"]))
+    if data["borderline"]:
+        console.print(
+            "borderline (not scored): "
+            + ", ".join(
+                f"{k} {'fired at ' + str(at) if at is not None else 'quiet'}"
+                for k, at in data["borderline"].items()
+            )
+        )
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)

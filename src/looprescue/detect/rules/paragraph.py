@@ -1,0 +1,74 @@
+"""Rule ``paragraph`` (text channel): a long prose paragraph is re-emitted verbatim.
+
+Loops of whole summary paragraphs have periods of ~800 chars, so three copies take long to
+arrive; a second verbatim copy of ``paragraphMinChars`` chars of prose, starting at a line start,
+is already a loop signal in visible text. Only prose counts: long lines (wrapped paragraphs,
+not lyrics), mostly letters, with sentence punctuation. Code, logs, lists and quoted blocks are
+left to the stricter ``cycle`` rule, because quoting the same code twice is legitimate.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from looprescue.config import DetectorConfig
+from looprescue.detect.buffer import TextWindow
+from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.text import excerpt
+
+MIN_LETTER_RATIO = 0.6  # of non-space chars; code and logs sit well below
+MIN_MEDIAN_LINE = 60  # chars; verse and checklists have short lines
+SENTENCE_MARKS = (". ", "。", "! ", "? ", "！", "？")
+
+
+def _is_prose(text: str) -> bool:
+    dense = [ch for ch in text if not ch.isspace()]
+    if not dense or sum(ch.isalpha() for ch in dense) < MIN_LETTER_RATIO * len(dense):
+        return False
+    lines = sorted(len(line.strip()) for line in text.split("\n") if line.strip())
+    if not lines or lines[len(lines) // 2] < MIN_MEDIAN_LINE:
+        return False
+    return sum(text.count(mark) for mark in SENTENCE_MARKS) >= 2
+
+
+class ParagraphRule:
+    def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+        self._channel = channel
+        self._min_chars = cfg.paragraphMinChars
+        self._max_lag = cfg.cycleMaxPeriod
+        self._line_starts: deque[int] = deque()
+
+    def on_line_start(self, offset: int) -> None:
+        self._line_starts.append(offset)
+
+    def at_checkpoint(self, win: TextWindow, cp: int) -> Hit | None:
+        starts = self._line_starts
+        raw, base, need = win.raw, win.base, self._min_chars
+        while starts and starts[0] + need <= cp:
+            rel = starts[0] - base
+            if rel < 0:
+                starts.popleft()
+                continue
+            lead = len(raw[rel : rel + need]) - len(raw[rel : rel + need].lstrip())
+            if starts[0] + lead + need > cp:
+                break  # indentation pushed the probe past what we have; look again later
+            starts.popleft()
+            if lead == need:
+                continue
+            begin = rel + lead
+            probe = raw[begin : begin + need]
+            if not _is_prose(probe):
+                continue
+            found = raw.rfind(probe, max(0, begin - self._max_lag), begin)
+            if found >= 0:
+                return Hit(
+                    rule="paragraph",
+                    channel=self._channel,
+                    prune_offset=begin + base,
+                    loop_start=found + base,
+                    fired_at=cp,
+                    repeats=2.0,
+                    period=begin - found,
+                    evidence=excerpt(probe),
+                )
+        return None

@@ -1,0 +1,221 @@
+"""Rules ``cycle`` and ``counter``: the tail of the stream is one unit repeated.
+
+``cycle`` needs copies that are identical character for character; ``counter`` needs copies
+that are identical once digits are masked (``Step 12: …`` / ``Step 13: …``), and because that
+is less certain it needs more copies before it fires.
+
+How it stays incremental: at every checkpoint the rule extends the runs it already tracks by
+comparing only the new stride against the text one period earlier, and looks for new periods
+by searching the last ``PROBE`` chars in the window behind them (``str.rfind``, done in C). A
+run at lag p is the set of positions i with s[i] == s[i-p] up to now; its first position is
+where the second copy begins, which is the prune point (the first copy is kept).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from looprescue.config import DetectorConfig
+from looprescue.detect.buffer import TextWindow
+from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.text import excerpt
+
+# Length of the suffix searched for in the window. Long enough that a chance match in prose is
+# rare, short enough to be well under the shortest loop we must catch (600 chars).
+PROBE = 24
+# Lags tracked at once; more than a handful only happens in highly regular text (tables), where
+# the longest runs are the interesting ones.
+MAX_CANDIDATES = 8
+# Older occurrences of the probe tried per checkpoint, to get past repeats inside one unit.
+MAX_OCCURRENCES = 8
+
+
+@dataclass(slots=True)
+class _Run:
+    lag: int
+    masked_from: int  # first position whose masked char equals the one `lag` earlier, to now
+    exact_from: int  # same for raw chars (>= masked_from)
+
+
+def _last_mismatch(a: str, b: str) -> int:
+    """Index of the last position where equal-length ``a`` and ``b`` differ (-1 if none)."""
+    for i in range(len(a) - 1, -1, -1):
+        if a[i] != b[i]:
+            return i
+    return -1
+
+
+def _run_length(text: str, end: int, lag: int, known: int) -> int:
+    """Longest L >= known with text[end-L:end] == text[end-L-lag:end-lag] (galloping search)."""
+    limit = end - lag  # cannot look before the start of the window
+    lo = min(known, limit)
+    hi = lo
+    step = max(lo, PROBE)
+    while True:
+        trial = min(hi + step, limit)
+        if trial <= hi or text[end - trial : end] != text[end - trial - lag : end - lag]:
+            break
+        hi = trial
+        step *= 2
+    lo = hi
+    hi = min(hi + step, limit + 1)
+    # invariant: lo matches, hi does not (or is past the limit)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if text[end - mid : end] == text[end - mid - lag : end - lag]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class PeriodicRule:
+    """Tracks periodic runs of one channel and fires ``cycle`` or ``counter``."""
+
+    def __init__(self, channel: Channel, cfg: DetectorConfig, code_fence_factor: float) -> None:
+        self._channel = channel
+        self._cfg = cfg
+        self._fence_factor = code_fence_factor
+        self._runs: dict[int, _Run] = {}
+        self._last_checkpoint = 0
+
+    # -- checkpoint ---------------------------------------------------------------------------
+    def at_checkpoint(self, win: TextWindow, cp: int, in_fence: bool) -> Hit | None:
+        self._extend(win, cp)
+        self._last_checkpoint = cp
+        if not any(cp - r.masked_from >= r.lag for r in self._runs.values()):
+            self._discover(win, cp)
+        return self._evaluate(win, cp, in_fence)
+
+    def _extend(self, win: TextWindow, cp: int) -> None:
+        start = self._last_checkpoint
+        if start >= cp or not self._runs:
+            return
+        raw, masked, base = win.raw, win.masked, win.base
+        a, b = start - base, cp - base
+        for lag in list(self._runs):
+            run = self._runs[lag]
+            if a - lag < 0:
+                del self._runs[lag]
+                continue
+            new_m, old_m = masked[a:b], masked[a - lag : b - lag]
+            if new_m != old_m:
+                run.masked_from = max(run.masked_from, start + _last_mismatch(new_m, old_m) + 1)
+            new_r, old_r = raw[a:b], raw[a - lag : b - lag]
+            if new_r != old_r:
+                run.exact_from = max(run.exact_from, start + _last_mismatch(new_r, old_r) + 1)
+            run.exact_from = max(run.exact_from, run.masked_from)
+            if cp - run.masked_from < PROBE:
+                del self._runs[lag]
+
+    def _discover(self, win: TextWindow, cp: int) -> None:
+        cfg = self._cfg
+        masked, raw, base = win.masked, win.raw, win.base
+        b = cp - base
+        if b < PROBE + cfg.cycleMinPeriod:
+            return
+        probe = masked[b - PROBE : b]
+        lo = max(0, b - PROBE - cfg.cycleMaxPeriod)
+        hi = b - cfg.cycleMinPeriod  # an occurrence must end at least one minimal period back
+        for _ in range(MAX_OCCURRENCES):
+            j = masked.rfind(probe, lo, hi)
+            if j < 0:
+                return
+            hi = j + PROBE - 1
+            lag = b - PROBE - j
+            if lag in self._runs:
+                continue
+            m_len = _run_length(masked, b, lag, PROBE)
+            e_len = _run_length(raw, b, lag, 0) if raw[b - 1] == raw[b - 1 - lag] else 0
+            self._runs[lag] = _Run(lag, cp - m_len, cp - min(e_len, m_len))
+            if len(self._runs) > MAX_CANDIDATES:
+                weakest = min(self._runs.values(), key=lambda r: cp - r.masked_from)
+                del self._runs[weakest.lag]
+            if m_len >= 2 * lag:
+                return  # a strong run: older occurrences are its multiples
+
+    # -- firing -------------------------------------------------------------------------------
+    def _evaluate(self, win: TextWindow, cp: int, in_fence: bool) -> Hit | None:
+        cfg = self._cfg
+        factor = self._fence_factor if in_fence else 1.0
+        best: Hit | None = None
+        for run in self._runs.values():
+            lag = run.lag
+            exact_chars = cp - run.exact_from + lag
+            if (
+                exact_chars >= cfg.cycleMinChars * factor
+                and exact_chars >= cfg.cycleMinRepeats * lag
+            ):
+                hit = self._hit(win, "cycle", run.exact_from, lag, cp)
+            else:
+                masked_chars = cp - run.masked_from + lag
+                if (
+                    run.masked_from < run.exact_from
+                    and masked_chars >= cfg.counterMinChars * factor
+                    and masked_chars >= cfg.counterMinRepeats * lag
+                ):
+                    hit = self._hit(win, "counter", run.masked_from, lag, cp)
+                else:
+                    continue
+            if best is None or hit.prune_offset < best.prune_offset:
+                best = hit
+        return best
+
+    def _hit(self, win: TextWindow, rule: str, second_copy: int, lag: int, cp: int) -> Hit:
+        first_copy = second_copy - lag
+        aligned = _natural_start(win, first_copy, second_copy)
+        evidence = win.slice(aligned, min(aligned + lag, aligned + 120))
+        return Hit(
+            rule=rule,
+            channel=self._channel,
+            prune_offset=aligned + lag,
+            loop_start=aligned,
+            fired_at=cp,
+            repeats=round((cp - aligned) / lag, 2),
+            period=lag,
+            evidence=excerpt(evidence),
+        )
+
+    # -- watermark ----------------------------------------------------------------------------
+    def safe_offset(self, win: TextWindow, end: int) -> int:
+        """Earliest offset a future cycle/counter hit could prune: end minus the longest suffix
+        that already occurs one period (within range) earlier in the masked text."""
+        cfg = self._cfg
+        masked, e = win.masked, end - win.base
+
+        def recurs(length: int) -> bool:
+            if length > e - cfg.cycleMinPeriod:
+                return False
+            lo = max(0, e - length - cfg.cycleMaxPeriod)
+            return masked.rfind(masked[e - length : e], lo, e - cfg.cycleMinPeriod) >= 0
+
+        good, bad = 0, 4
+        while recurs(bad):
+            good, bad = bad, bad * 2
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if recurs(mid):
+                good = mid
+            else:
+                bad = mid
+        return end - good
+
+
+def _natural_start(win: TextWindow, first: int, second: int) -> int:
+    """Move the start of the first copy forward to a line start (else a sentence start) inside
+    it, so the kept prefix ends on a clean boundary; the kept copy stays complete."""
+    raw, base = win.raw, win.base
+    lo, hi = first - base, second - base
+    if lo > 0 and raw[lo - 1] == "\n":
+        return first
+    nl = raw.find("\n", lo, hi - 1)
+    if nl >= 0:
+        return nl + 1 + base
+    for mark in ("。", ". ", "! ", "? "):
+        pos = raw.find(mark, lo, hi - 1)
+        if pos >= 0:
+            start = pos + len(mark)
+            while start < hi - 1 and raw[start] == " ":
+                start += 1
+            return start + base
+    return first

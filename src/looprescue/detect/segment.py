@@ -1,0 +1,117 @@
+"""Splits a channel's text into sentences and lines as it arrives, and tracks line context.
+
+Boundaries are only decided once the char after them is known (an English ``.`` ends a
+sentence only before whitespace), so the same text gives the same units in any chunking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from looprescue.detect.buffer import TextWindow
+from looprescue.detect.hits import Hit
+from looprescue.detect.text import SENTENCE_END, LineKind, classify_line, has_alnum
+
+# Units that the phrase and line rules never count in the visible-text channel: their
+# repetition is structure (lists, tables, quotes, code), not a loop.
+_STRUCTURAL = frozenset(
+    {LineKind.LIST_ITEM, LineKind.TABLE_ROW, LineKind.QUOTE, LineKind.FENCE, LineKind.SYMBOLS}
+)
+
+SentenceSink = Callable[[str, int, int], Hit | None]
+LineSink = Callable[[str, int, int], Hit | None]
+LineStartSink = Callable[[int], None]
+
+# Stands in for a sentence whose start is no longer held (far longer than any phrase).
+SCROLLED_OUT = "x" * 256
+
+
+class Segmenter:
+    def __init__(
+        self,
+        structural_text: bool,
+        on_sentence: SentenceSink,
+        on_line: LineSink,
+        on_line_start: LineStartSink | None,
+    ) -> None:
+        # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
+        self._structural = structural_text
+        self._on_sentence = on_sentence
+        self._on_line = on_line
+        self._on_line_start = on_line_start
+        self.sentence_from = 0  # offset after the last sentence boundary
+        self.line_from = 0  # offset after the last newline
+        self._line_kind: LineKind | None = None
+        self.in_fence = False
+        if on_line_start is not None:
+            on_line_start(0)
+
+    def scan(self, win: TextWindow, start: int, stop: int, final: bool = False) -> Hit | None:
+        """Process boundaries in [start, stop); with ``final`` the end of text is one too."""
+        raw, base = win.raw, win.base
+        # One char of look-ahead past ``stop`` is available (callers guarantee it unless final).
+        for match in SENTENCE_END.finditer(raw, start - base, stop - base + (0 if final else 1)):
+            pos = match.start()
+            if pos + base >= stop:
+                break
+            hit = self._boundary(win, pos + base + 1, raw[pos] == "\n")
+            if hit is not None:
+                return hit
+        if final and stop > self.sentence_from:
+            return self._boundary(win, stop, True)
+        return None
+
+    def _line_kind_at(self, win: TextWindow, upto: int) -> LineKind:
+        if self._line_kind is None:
+            self._line_kind = classify_line(win.slice(self.line_from, upto).strip())
+        return self._line_kind
+
+    def _boundary(self, win: TextWindow, end: int, newline: bool) -> Hit | None:
+        hit = None
+        if self.sentence_from < win.base:
+            # The start scrolled out of the window: a sentence that long is never a phrase,
+            # but it still has to break phrase streaks.
+            if self._counts_in_context(win, end):
+                hit = self._on_sentence(SCROLLED_OUT, self.sentence_from, end)
+        else:
+            raw_sentence = win.slice(self.sentence_from, end)
+            text = raw_sentence.strip()
+            if text and has_alnum(text) and self._counts_in_context(win, end):
+                start = self.sentence_from + len(raw_sentence) - len(raw_sentence.lstrip())
+                hit = self._on_sentence(text, start, end)
+        self.sentence_from = end
+        if newline:
+            line_hit = self._end_line(win, end)
+            hit = hit or line_hit
+        return hit
+
+    def _counts_in_context(self, win: TextWindow, end: int) -> bool:
+        if not self._structural:
+            return True
+        return not self.in_fence and self._line_kind_at(win, end) not in _STRUCTURAL
+
+    def _end_line(self, win: TextWindow, end: int) -> Hit | None:
+        raw_line = win.slice(self.line_from, end - 1)
+        line = raw_line.strip()
+        kind = classify_line(line)
+        hit = None
+        counted = kind not in (LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE) and not (
+            self._structural and (self.in_fence or kind in _STRUCTURAL)
+        )
+        if counted and self.line_from >= win.base:
+            start = self.line_from + len(raw_line) - len(raw_line.lstrip())
+            hit = self._on_line(line, start, end)
+        if kind is LineKind.FENCE:
+            self.in_fence = not self.in_fence
+        self.line_from = end
+        self._line_kind = None
+        if self._on_line_start is not None and not self.in_fence:
+            self._on_line_start(end)
+        return hit
+
+    def tail(self, win: TextWindow) -> tuple[str, int]:
+        """The unfinished sentence (text after the last boundary) and its start offset."""
+        return win.slice(self.sentence_from, win.end), self.sentence_from
+
+    def line_tail(self, win: TextWindow) -> tuple[str, int]:
+        return win.slice(self.line_from, win.end), self.line_from

@@ -1,0 +1,93 @@
+"""The public detector: two channels per stream, each with its own state."""
+
+from __future__ import annotations
+
+from looprescue.config import DetectorConfig, LoopRescueConfig, Watch
+from looprescue.detect.channel import ChannelDetector
+from looprescue.detect.hits import CHANNELS, Channel, Hit
+
+
+def _detector_config(config: DetectorConfig | LoopRescueConfig | None) -> DetectorConfig:
+    if config is None:
+        return DetectorConfig()
+    if isinstance(config, LoopRescueConfig):
+        return config.detector
+    return config
+
+
+class StreamDetector:
+    """Watches the ``reasoning`` and ``text`` channels of one model stream.
+
+    ``feed`` returns the loop a delta completed, if any. Decisions depend only on the text,
+    never on how it was split into deltas. A channel not watched is never flagged.
+    """
+
+    def __init__(
+        self,
+        config: DetectorConfig | LoopRescueConfig | None = None,
+        watch: Watch | None = None,
+    ) -> None:
+        cfg = _detector_config(config)
+        if watch is None:
+            watch = config.watch if isinstance(config, LoopRescueConfig) else "both"
+        self._cfg = cfg
+        self.watch = watch
+        self._channels: dict[Channel, ChannelDetector] = {
+            ch: ChannelDetector(ch, cfg) for ch in CHANNELS
+        }
+        self._consumed_unwatched: dict[Channel, int] = dict.fromkeys(CHANNELS, 0)
+
+    def watches(self, channel: Channel) -> bool:
+        return self.watch == "both" or self.watch == channel
+
+    def _channel(self, channel: Channel) -> ChannelDetector:
+        try:
+            return self._channels[channel]
+        except KeyError:
+            raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}") from None
+
+    def feed(self, channel: Channel, delta: str) -> Hit | None:
+        detector = self._channel(channel)
+        if not self.watches(channel):
+            self._consumed_unwatched[channel] += len(delta)
+            return None
+        return detector.feed(delta)
+
+    def feed_all(self, channel: Channel, delta: str) -> list[Hit]:
+        hit = self.feed(channel, delta)
+        return [hit] if hit is not None else []
+
+    def flush(self, channel: Channel) -> Hit | None:
+        """The channel's text is complete (block end): judge its last chars too."""
+        if not self.watches(channel):
+            return None
+        return self._channel(channel).flush()
+
+    def hit(self, channel: Channel) -> Hit | None:
+        return self._channel(channel).hit
+
+    def consumed(self, channel: Channel) -> int:
+        if not self.watches(channel):
+            return self._consumed_unwatched[channel]
+        return self._channel(channel).consumed
+
+    def safe_offset(self, channel: Channel) -> int:
+        if not self.watches(channel):
+            return self._consumed_unwatched[channel]
+        return self._channel(channel).safe_offset()
+
+    def reset(self, channel: Channel) -> None:
+        """Start the channel afresh (offsets restart at zero)."""
+        self._channels[channel] = ChannelDetector(channel, self._cfg)
+        self._consumed_unwatched[channel] = 0
+
+
+def scan_text(
+    text: str,
+    channel: Channel = "reasoning",
+    config: DetectorConfig | LoopRescueConfig | None = None,
+) -> list[Hit]:
+    """Hits in a complete text: the same as streaming it in any chunking, then flushing."""
+    detector = ChannelDetector(channel, _detector_config(config))
+    hit = detector.feed(text) or detector.flush()
+    return [hit] if hit is not None else []

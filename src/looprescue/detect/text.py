@@ -1,0 +1,60 @@
+"""Small text helpers shared by the detector rules: masking, phrase normalisation, line kinds."""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+# Digits are masked to "0" one for one, so offsets in the masked view equal offsets in the raw
+# text and a counter loop (``Step 12: …``, ``Step 13: …``) becomes an exact cycle there.
+DIGIT_MASK = str.maketrans("123456789", "000000000")
+
+# A Chinese full stop / ！？ always ends a sentence; an English .!? only before whitespace, so
+# "3.5", "e.g.x" and file names do not split. A newline always ends a sentence and a line.
+SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s)|\n")
+
+_LIST_ITEM = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
+_PUNCT_EDGES = " \t\r\n.。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-"
+
+
+class LineKind(Enum):
+    PROSE = "prose"
+    LIST_ITEM = "list"
+    TABLE_ROW = "table"
+    QUOTE = "quote"
+    FENCE = "fence"  # a ``` line itself
+    SYMBOLS = "symbols"  # no letter or digit at all: |---|, }, ----
+    BLANK = "blank"
+
+
+def classify_line(stripped: str) -> LineKind:
+    """Kind of a line, given the line with surrounding whitespace removed."""
+    if not stripped:
+        return LineKind.BLANK
+    if stripped.startswith("```") or stripped.startswith("~~~"):
+        return LineKind.FENCE
+    if not any(ch.isalnum() for ch in stripped):
+        return LineKind.SYMBOLS
+    first = stripped[0]
+    if first == "|":
+        return LineKind.TABLE_ROW
+    if first == ">":
+        return LineKind.QUOTE
+    if _LIST_ITEM.match(stripped):
+        return LineKind.LIST_ITEM
+    return LineKind.PROSE
+
+
+def normalize_phrase(sentence: str) -> str:
+    """Canonical form of a short sentence for phrase-pool counting ("OK." == "ok")."""
+    return sentence.strip(_PUNCT_EDGES).casefold()
+
+
+def has_alnum(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
+def excerpt(text: str, limit: int = 80) -> str:
+    """One-line excerpt for evidence: newlines shown as ⏎, cut at ``limit`` chars."""
+    flat = text.replace("\r", "").replace("\n", "⏎")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
