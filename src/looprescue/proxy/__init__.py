@@ -1,0 +1,1 @@
+"""The looprescue proxy: thin protocol adapters around the rescue engine."""

@@ -1,0 +1,385 @@
+"""OpenAI Chat Completions wire format <-> rescue engine events (FORMAT.md §11.3).
+
+Chat Completions streams have no block boundaries: the decoder synthesises them (a block per
+run of ``reasoning_content`` / ``content`` deltas, one per tool call) so the engine sees the
+same shape as with Anthropic, and the encoder drops them again. Only ``n == 1`` responses are
+handled (the app passes other requests through untouched).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..rescue.events import (
+    BlockStarted,
+    BlockStopped,
+    ClientItem,
+    EmitBlockStart,
+    EmitBlockStop,
+    EmitDelta,
+    EmitError,
+    EmitFinish,
+    EmitMarker,
+    EmitMessageStart,
+    EmitPing,
+    EmitSignature,
+    FinishReported,
+    MessageEnded,
+    MessageStarted,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+    ToolArgsDelta,
+    UpstreamEvent,
+    UpstreamFailed,
+    Usage,
+    UsageReported,
+)
+from .sse import SSEEvent, format_event
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "max_tokens",
+}
+_FINISH_WORDS = {"stop": "stop", "tool_calls": "tool_calls", "max_tokens": "length"}
+_FAILURE_TYPES = {
+    "transport": "server_error",
+    "stall": "server_error",
+    "malformed": "server_error",
+    "in_band": "server_error",
+    "http": "server_error",
+}
+# Providers name the reasoning field differently; the first one seen is mirrored back.
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def usage_from(data: Any) -> Usage:
+    if not isinstance(data, Mapping):
+        return Usage()
+    prompt = _int(data.get("prompt_tokens"))
+    details = data.get("prompt_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    uncached = None if prompt is None else prompt - (cached or 0)
+    return Usage(
+        input_tokens=uncached,
+        output_tokens=_int(data.get("completion_tokens")),
+        cache_read_tokens=cached,
+    )
+
+
+def usage_to(usage: Usage) -> dict[str, Any]:
+    prompt = (usage.input_tokens or 0) + (usage.cache_read_tokens or 0)
+    completion = usage.output_tokens or 0
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if usage.cache_read_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens}
+    return out
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def finish_of(raw: Any) -> FinishReported:
+    word = raw if isinstance(raw, str) else None
+    return FinishReported(_FINISH_REASONS.get(word or "", "other"), word)
+
+
+class _BlockTracker:
+    """Synthesises block boundaries for a flat Chat Completions delta stream."""
+
+    def __init__(self) -> None:
+        self.next_index = 0
+        self.current: tuple[str, int] | None = None  # open reasoning/text run
+        self.tools: dict[int, int] = {}  # tool_calls[].index -> block index
+        self.open_tools: list[int] = []
+
+    def channel_block(self, kind: str) -> list[UpstreamEvent]:
+        if self.current is not None and self.current[0] == kind:
+            return []
+        out = self.close_run()
+        index = self.next_index
+        self.next_index += 1
+        self.current = (kind, index)
+        out.append(BlockStarted(index, kind))  # type: ignore[arg-type]
+        return out
+
+    def close_run(self) -> list[UpstreamEvent]:
+        if self.current is None:
+            return []
+        index = self.current[1]
+        self.current = None
+        return [BlockStopped(index)]
+
+    def close_all(self) -> list[UpstreamEvent]:
+        out = self.close_run()
+        out += [BlockStopped(index) for index in self.open_tools]
+        self.open_tools = []
+        return out
+
+
+def _delta_events(delta: Mapping[str, Any], blocks: _BlockTracker, fields: list[str]) -> list:
+    out: list[UpstreamEvent] = []
+    for field in _REASONING_FIELDS:
+        piece = delta.get(field)
+        if isinstance(piece, str) and piece:
+            if not fields:
+                fields.append(field)
+            out += blocks.channel_block("reasoning")
+            out.append(ReasoningDelta(blocks.current[1], piece))  # type: ignore[index]
+            break
+    piece = delta.get("content")
+    if isinstance(piece, str) and piece:
+        out += blocks.channel_block("text")
+        out.append(TextDelta(blocks.current[1], piece))  # type: ignore[index]
+    for call in delta.get("tool_calls") or ():
+        position = int(call.get("index", 0))
+        function = call.get("function") or {}
+        if position not in blocks.tools:
+            out += blocks.close_run()
+            index = blocks.next_index
+            blocks.next_index += 1
+            blocks.tools[position] = index
+            blocks.open_tools.append(index)
+            out.append(
+                BlockStarted(index, "tool_call", str(call.get("id") or ""), function.get("name"))
+            )
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            out.append(ToolArgsDelta(blocks.tools[position], arguments))
+    return out
+
+
+class OpenAIDecoder:
+    """Upstream ``data:`` lines -> engine events. Errors become :class:`UpstreamFailed`."""
+
+    def __init__(self) -> None:
+        self._blocks = _BlockTracker()
+        self._started = False
+        self.reasoning_field: list[str] = []
+
+    def decode(self, sse: SSEEvent) -> list[UpstreamEvent]:
+        if sse.data.strip() == "[DONE]":
+            return [*self._blocks.close_all(), MessageEnded()]
+        try:
+            data = json.loads(sse.data)
+        except ValueError as err:
+            return [UpstreamFailed("malformed", f"{sse.describe()}: invalid JSON: {err}")]
+        if not isinstance(data, dict):
+            return [UpstreamFailed("malformed", f"{sse.describe()}: chunk is not an object")]
+        if data.get("error") is not None:
+            error = data["error"] if isinstance(data["error"], Mapping) else {}
+            message = error.get("message") or str(data["error"])
+            error_type = error.get("type") if isinstance(error.get("type"), str) else None
+            return [UpstreamFailed("in_band", str(message), error_type=error_type)]
+        try:
+            return self._chunk(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            return [UpstreamFailed("malformed", f"{sse.describe()}: bad chunk: {err!r}")]
+
+    def _chunk(self, data: dict[str, Any]) -> list[UpstreamEvent]:
+        out: list[UpstreamEvent] = []
+        if not self._started:
+            self._started = True
+            meta = {k: data[k] for k in ("created", "system_fingerprint") if k in data}
+            first = (data.get("choices") or [{}])[0].get("delta") or {}
+            meta["role_delta"] = {
+                k: first[k]
+                for k in ("role", "content", *_REASONING_FIELDS)
+                if k in first and not first[k]
+            } or {"role": "assistant"}
+            meta["role_delta"].setdefault("role", "assistant")
+            out.append(
+                MessageStarted(str(data.get("id", "")), str(data.get("model", "")), Usage(), meta)
+            )
+        for choice in data.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            out += _delta_events(choice.get("delta") or {}, self._blocks, self.reasoning_field)
+            if choice.get("finish_reason") is not None:
+                out += self._blocks.close_all()
+                out.append(finish_of(choice["finish_reason"]))
+        if isinstance(data.get("usage"), Mapping):
+            out.append(UsageReported(usage_from(data["usage"])))
+        return out
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+class OpenAIEncoder:
+    """Engine client items -> ``data:`` lines of chat.completion.chunk objects."""
+
+    def __init__(self, include_usage: bool, reasoning_field: list[str] | None = None) -> None:
+        self.include_usage = include_usage
+        self._reasoning_field = reasoning_field if reasoning_field is not None else []
+        self._envelope: dict[str, Any] = {}
+        self._tool_position: dict[int, int] = {}
+
+    @property
+    def reasoning_key(self) -> str:
+        return self._reasoning_field[0] if self._reasoning_field else "reasoning_content"
+
+    def _chunk(self, delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            **self._envelope,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+
+    def encode(self, item: ClientItem) -> bytes:
+        if isinstance(item, EmitDelta | EmitMarker):
+            return _line(self._chunk(self._delta(item)))
+        if isinstance(item, EmitMessageStart):
+            meta = dict(item.meta)
+            role_delta = meta.pop("role_delta", {"role": "assistant"})
+            self._envelope = {
+                "id": item.message_id,
+                "object": "chat.completion.chunk",
+                "created": meta.get("created", 0),
+                "model": item.model,
+            }
+            if "system_fingerprint" in meta:
+                self._envelope["system_fingerprint"] = meta["system_fingerprint"]
+            return _line(self._chunk(role_delta))
+        if isinstance(item, EmitBlockStart):
+            if item.kind != "tool_call":
+                return b""
+            position = len(self._tool_position)
+            self._tool_position[item.index] = position
+            call = {
+                "index": position,
+                "id": item.tool_id or "",
+                "type": "function",
+                "function": {"name": item.tool_name or "", "arguments": ""},
+            }
+            return _line(self._chunk({"tool_calls": [call]}))
+        if isinstance(item, EmitSignature | EmitBlockStop):
+            return b""
+        if isinstance(item, EmitPing):
+            return b": ping\n\n"
+        if isinstance(item, EmitFinish):
+            word = item.raw_reason or _FINISH_WORDS.get(item.reason, "stop")
+            out = _line(self._chunk({}, word))
+            if self.include_usage:
+                out += _line({**self._envelope, "choices": [], "usage": usage_to(item.usage)})
+            return out + format_event("[DONE]")
+        if isinstance(item, EmitError):
+            return _line(error_body(item))
+        raise TypeError(f"not a client item: {item!r}")
+
+    def _delta(self, item: EmitDelta | EmitMarker) -> dict[str, Any]:
+        if item.kind == "reasoning":
+            return {self.reasoning_key: item.text}
+        if item.kind == "text":
+            return {"content": item.text}
+        position = self._tool_position[item.index]
+        return {"tool_calls": [{"index": position, "function": {"arguments": item.text}}]}
+
+
+def error_body(item: EmitError) -> dict[str, Any]:
+    error_type = item.error_type or _FAILURE_TYPES.get(item.kind, "server_error")
+    return {"error": {"message": item.message, "type": error_type, "param": None, "code": None}}
+
+
+def _line(data: Mapping[str, Any]) -> bytes:
+    return format_event(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
+# --------------------------------------------------------------------------- non-streaming
+
+
+def completion_events(body: Mapping[str, Any]) -> tuple[list[UpstreamEvent], list[str]]:
+    """A complete chat.completion as the event sequence its stream would have produced;
+    also returns the reasoning field name it used (empty when none)."""
+    meta = {k: body[k] for k in ("created", "system_fingerprint") if k in body}
+    events: list[UpstreamEvent] = [
+        MessageStarted(str(body.get("id", "")), str(body.get("model", "")), Usage(), meta)
+    ]
+    choices = body.get("choices") or []
+    if not choices:
+        raise ValueError("completion has no choices")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    blocks = _BlockTracker()
+    fields: list[str] = []
+    delta: dict[str, Any] = {k: message[k] for k in (*_REASONING_FIELDS, "content") if k in message}
+    tool_calls = []
+    for position, call in enumerate(message.get("tool_calls") or ()):
+        tool_calls.append({**call, "index": position})
+    delta["tool_calls"] = tool_calls
+    events += _delta_events(delta, blocks, fields)
+    events += blocks.close_all()
+    if isinstance(body.get("usage"), Mapping):
+        events.append(UsageReported(usage_from(body["usage"])))
+    if choice.get("finish_reason") is not None:
+        events.append(finish_of(choice["finish_reason"]))
+    events.append(MessageEnded())
+    return events, fields
+
+
+class OpenAICollector:
+    """Engine client items -> one complete chat.completion body."""
+
+    def __init__(self, reasoning_field: list[str] | None = None) -> None:
+        self._reasoning_field = reasoning_field if reasoning_field is not None else []
+        self.completion: dict[str, Any] = {}
+        self._reasoning: list[str] = []
+        self._text: list[str] = []
+        self._tools: dict[int, dict[str, Any]] = {}
+        self._finish = "stop"
+        self._usage: dict[str, Any] | None = None
+        self.error: EmitError | None = None
+
+    def add(self, item: ClientItem) -> None:
+        if isinstance(item, EmitMessageStart):
+            self.completion = {
+                "id": item.message_id,
+                "object": "chat.completion",
+                "created": item.meta.get("created", 0),
+                "model": item.model,
+            }
+            if "system_fingerprint" in item.meta:
+                self.completion["system_fingerprint"] = item.meta["system_fingerprint"]
+        elif isinstance(item, EmitBlockStart) and item.kind == "tool_call":
+            self._tools[item.index] = {
+                "id": item.tool_id or "",
+                "type": "function",
+                "function": {"name": item.tool_name or "", "arguments": ""},
+            }
+        elif isinstance(item, EmitDelta | EmitMarker):
+            if item.kind == "reasoning":
+                self._reasoning.append(item.text)
+            elif item.kind == "text":
+                self._text.append(item.text)
+            else:
+                self._tools[item.index]["function"]["arguments"] += item.text
+        elif isinstance(item, EmitFinish):
+            self._finish = item.raw_reason or _FINISH_WORDS.get(item.reason, "stop")
+            self._usage = usage_to(item.usage)
+        elif isinstance(item, EmitError):
+            self.error = item
+
+    def result(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
+        if self._reasoning:
+            key = self._reasoning_field[0] if self._reasoning_field else "reasoning_content"
+            message[key] = "".join(self._reasoning)
+        if self._tools:
+            message["tool_calls"] = [self._tools[i] for i in sorted(self._tools)]
+        out = {
+            **self.completion,
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": self._finish}
+            ],
+        }
+        if self._usage is not None:
+            out["usage"] = self._usage
+        return out

@@ -1,0 +1,19 @@
+"""Sans-IO rescue: cut, prune and resume looping model streams (adapters live in ``proxy``)."""
+
+from .conversation import (
+    ConversationState,
+    ConversationStore,
+    conversation_key,
+    conversation_language,
+)
+from .engine import RescueEngine, RescueStats, applies_to
+
+__all__ = [
+    "ConversationState",
+    "ConversationStore",
+    "RescueEngine",
+    "RescueStats",
+    "applies_to",
+    "conversation_key",
+    "conversation_language",
+]

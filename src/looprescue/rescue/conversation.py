@@ -1,0 +1,189 @@
+"""Per-conversation rescue state: caps, stall streaks, retry parameters, language.
+
+A conversation is identified by DSH's ``x-deepseek-harness-session-id`` header, else an explicit
+``x-looprescue-session`` header, else a hash of the system prompt and the first user message
+(stable across the turns of one chat). States live in a bounded LRU owned by the adapter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .marker import Lang
+
+SESSION_HEADERS = ("x-deepseek-harness-session-id", "x-looprescue-session")
+
+
+@dataclass
+class ConversationState:
+    """Mutable counters of one conversation; updated by the engine at the end of a response."""
+
+    consecutive_rescues: int = 0
+    stall_streak: int = 0
+    # upstream requests still due the retry overrides (set to retryRequests at each resume)
+    retry_requests_left: int = 0
+
+    def record_response(
+        self,
+        *,
+        rescues: int,
+        had_loop: bool,
+        reasoning_chars: int,
+        had_text: bool,
+        had_tool_call: bool,
+        stall_min: int,
+    ) -> None:
+        """Account for one finished client response: a response without a loop resets the
+        rescue count; one with a loop (resumed or not) adds its resumes."""
+        self.consecutive_rescues = self.consecutive_rescues + rescues if had_loop else 0
+        reasoning_only = not had_text and not had_tool_call and reasoning_chars >= stall_min
+        self.stall_streak = self.stall_streak + 1 if reasoning_only else 0
+
+    def take_retry_request(self) -> bool:
+        """True (and count it) when the next upstream request should use the retry overrides."""
+        if self.retry_requests_left <= 0:
+            return False
+        self.retry_requests_left -= 1
+        return True
+
+    def take_stall_nudge(self, stall_calls: int) -> bool:
+        """True (and reset the streak) when the next request should carry a stall nudge."""
+        if stall_calls <= 0 or self.stall_streak < stall_calls:
+            return False
+        self.stall_streak = 0
+        return True
+
+
+class ConversationStore:
+    """Bounded LRU of conversation states."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self._capacity = capacity
+        self._states: OrderedDict[str, ConversationState] = OrderedDict()
+
+    def get(self, key: str) -> ConversationState:
+        state = self._states.get(key)
+        if state is None:
+            state = ConversationState()
+            self._states[key] = state
+            while len(self._states) > self._capacity:
+                self._states.popitem(last=False)
+        else:
+            self._states.move_to_end(key)
+        return state
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._states
+
+
+def conversation_key(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
+    """Identify the conversation of a request (header names are matched case-insensitively)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    for name in SESSION_HEADERS:
+        value = lowered.get(name, "").strip()
+        if value:
+            return f"{name}:{value}"
+    system, first_user = _system_and_first_user(body)
+    digest = hashlib.sha256(
+        json.dumps([system, first_user], ensure_ascii=False, sort_keys=True).encode("utf-8")
+    ).hexdigest()[:32]
+    return f"hash:{digest}"
+
+
+def _system_and_first_user(body: Mapping[str, Any]) -> tuple[str, str]:
+    system = _flatten(body.get("system"))
+    first_user = ""
+    for message in body.get("messages") or ():
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        if role in ("system", "developer") and not system:
+            system = _flatten(message.get("content"))
+        elif role == "user":
+            first_user = _flatten(message.get("content"))
+            break
+    return system, first_user
+
+
+def _flatten(content: Any) -> str:
+    """Text of a message content (string or list of blocks); non-text blocks are skipped."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces = []
+        for block in content:
+            if isinstance(block, str):
+                pieces.append(block)
+            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+                pieces.append(block["text"])
+        return "\n".join(pieces)
+    return ""
+
+
+def _is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return (
+        0x4E00 <= code <= 0x9FFF
+        or 0x3400 <= code <= 0x4DBF
+        or 0x3040 <= code <= 0x30FF
+        or 0xF900 <= code <= 0xFAFF
+        or 0x20000 <= code <= 0x2A6DF
+    )
+
+
+def text_language(text: str) -> Lang:
+    """zh when CJK ideographs make up at least a fifth of the letters, else en."""
+    letters = cjk = 0
+    for ch in text:
+        if _is_cjk(ch):
+            cjk += 1
+            letters += 1
+        elif ch.isalpha():
+            letters += 1
+    if letters and cjk * 5 >= letters:
+        return "zh"
+    return "en"
+
+
+def human_texts(body: Mapping[str, Any]) -> list[str]:
+    """What the human wrote, as well as a request shows it: one piece per user message.
+
+    DSH merges the prompt with long English runtime-context blocks into one user message, so
+    only the first text block (or string) of each user message counts; tool results are skipped.
+    """
+    pieces = []
+    for message in body.get("messages") or ():
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            pieces.append(content)
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, Mapping) and block.get("type") == "text":
+                    pieces.append(str(block.get("text", "")))
+                    break
+    return pieces
+
+
+def conversation_language(body: Mapping[str, Any], setting: str = "auto") -> Lang:
+    """The language of notes and corrections: the configured one, or the human's."""
+    if setting in ("en", "zh"):
+        return setting  # type: ignore[return-value]
+    # Any Chinese message wins: the OpenAI route sends DSH's English runtime context as
+    # separate user messages, which must not outvote a short Chinese prompt.
+    if any(text_language(piece) == "zh" for piece in human_texts(body)):
+        return "zh"
+    return "en"

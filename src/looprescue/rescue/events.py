@@ -1,0 +1,268 @@
+"""Value types exchanged between a protocol adapter and the rescue engine.
+
+Inbound events describe what the upstream model stream did, in protocol-neutral terms; the
+adapter of each protocol parses its wire format into them. Outbound items tell the adapter what
+to send to the client and what to do upstream. Block indices on inbound events are the
+upstream's; on outbound items they are the client's (the engine renumbers them so a resumed
+response keeps one consistent sequence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+Channel = Literal["reasoning", "text"]
+BlockKind = Literal["reasoning", "text", "tool_call"]
+# Neutral stop reasons; ``raw`` fields keep the protocol's own word for a faithful pass-through.
+StopReason = Literal["stop", "tool_calls", "max_tokens", "other"]
+FailureKind = Literal["transport", "stall", "in_band", "malformed", "http"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts; None means the upstream did not report that field.
+
+    ``input_tokens`` excludes cache reads (the Anthropic convention); the OpenAI adapter converts.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    def merged(self, later: Usage) -> Usage:
+        """Fields reported by ``later`` win; the others keep this value."""
+        return Usage(
+            input_tokens=_pick(later.input_tokens, self.input_tokens),
+            output_tokens=_pick(later.output_tokens, self.output_tokens),
+            cache_read_tokens=_pick(later.cache_read_tokens, self.cache_read_tokens),
+            cache_write_tokens=_pick(later.cache_write_tokens, self.cache_write_tokens),
+        )
+
+    def with_output_added(self, earlier_output: int) -> Usage:
+        if not earlier_output:
+            return self
+        return replace(self, output_tokens=(self.output_tokens or 0) + earlier_output)
+
+
+def _pick(first: int | None, second: int | None) -> int | None:
+    return second if first is None else first
+
+
+# --------------------------------------------------------------------------- inbound
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStarted:
+    """The upstream response began. ``meta`` is protocol-specific and opaque to the engine."""
+
+    message_id: str
+    model: str
+    usage: Usage = Usage()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStarted:
+    index: int
+    kind: BlockKind
+    tool_id: str | None = None
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgsDelta:
+    index: int
+    fragment: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureDelta:
+    index: int
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStopped:
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReported:
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class FinishReported:
+    reason: StopReason
+    raw: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEnded:
+    """The upstream stream ended properly (Anthropic ``message_stop``, OpenAI ``[DONE]``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamFailed:
+    """The upstream broke: connection cut, stalled, sent an in-band error or garbage, or (for a
+    continuation request) answered with an HTTP error status."""
+
+    kind: FailureKind
+    message: str
+    status: int | None = None
+    error_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeTimedOut:
+    """The continuation request produced no first byte within ``resumeTimeoutMs``."""
+
+    waited_ms: int
+
+
+UpstreamEvent = (
+    MessageStarted
+    | BlockStarted
+    | ReasoningDelta
+    | TextDelta
+    | ToolArgsDelta
+    | SignatureDelta
+    | BlockStopped
+    | UsageReported
+    | FinishReported
+    | MessageEnded
+    | Ping
+    | UpstreamFailed
+    | ResumeTimedOut
+)
+
+
+# --------------------------------------------------------------------------- outbound
+
+
+@dataclass(frozen=True, slots=True)
+class EmitMessageStart:
+    message_id: str
+    model: str
+    usage: Usage
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EmitBlockStart:
+    index: int
+    kind: BlockKind
+    tool_id: str | None = None
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmitDelta:
+    """Content for client block ``index``: reasoning/text characters or tool-argument JSON."""
+
+    index: int
+    kind: BlockKind
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EmitMarker:
+    """The one-line note that replaces removed loop text, sent as content of block ``index``
+    (``kind`` is that block's kind; a note in a fresh block has kind "text")."""
+
+    index: int
+    kind: BlockKind
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EmitSignature:
+    index: int
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class EmitBlockStop:
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class EmitPing:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class EmitFinish:
+    """The single, final end of the client response."""
+
+    reason: StopReason
+    raw_reason: str | None
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class EmitError:
+    """End the client response with the protocol's in-band error."""
+
+    kind: FailureKind
+    message: str
+    error_type: str | None = None
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CloseUpstream:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartResume:
+    """Send ``body`` upstream (same path and headers as the client's request) and feed its
+    stream into the engine; ``attempt`` counts upstream requests of this response from 0."""
+
+    body: Mapping[str, Any]
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """Something worth an audit-log line: kind is detection, cut, resume, deferred_prune,
+    resume_failed. The adapter adds wall-clock timings."""
+
+    kind: str
+    data: Mapping[str, Any]
+
+
+ClientItem = (
+    EmitMessageStart
+    | EmitBlockStart
+    | EmitDelta
+    | EmitMarker
+    | EmitSignature
+    | EmitBlockStop
+    | EmitPing
+    | EmitFinish
+    | EmitError
+)
+EngineOutput = ClientItem | CloseUpstream | StartResume | AuditRecord
+TERMINAL_ITEMS = (EmitFinish, EmitError)
