@@ -118,6 +118,11 @@ def test_raw_wire_names_every_event_like_its_data_type(scripted_upstream):
     assert reply.headers["content-type"].startswith("text/event-stream")
     assert all(name == data["type"] for name, data in events)
     assert "ping" in [name for name, _ in events]
+    recorded = scripted_upstream.requests[-1]
+    assert len(recorded.event_times) == recorded.events_sent == len(events)
+    assert recorded.event_times == sorted(recorded.event_times)
+    scripted_upstream.clear_requests()
+    assert scripted_upstream.requests == []
 
 
 # ----------------------------------------------------------------- OpenAI Chat Completions

@@ -21,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import math
@@ -174,6 +175,8 @@ class RecordedRequest:
     events_sent: int = 0
     outcome: str = "pending"
     finished_at: float | None = None
+    # time.monotonic() just before each SSE event was written (system-wide clock on Linux).
+    event_times: list[float] = field(default_factory=list)
 
     @property
     def client_disconnected(self) -> bool:
@@ -637,6 +640,7 @@ class ScriptedUpstream:
         self._queue: list[ScriptedResponse] = list(script)
         self._rules: list[tuple[Callable[[RecordedRequest], bool], Rule, str]] = []
         self._requests: list[RecordedRequest] = []
+        self._request_numbers = itertools.count()
         self._stopping = threading.Event()
         self.default_text = default_text
         self._graceful = graceful_shutdown_seconds
@@ -679,6 +683,10 @@ class ScriptedUpstream:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
 
     def requests_for(self, purpose: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.purpose == purpose]
@@ -802,7 +810,7 @@ class ScriptedUpstream:
             protocol = "other"
         with self._lock:
             recorded = RecordedRequest(
-                index=len(self._requests),
+                index=next(self._request_numbers),
                 method=request.method,
                 path=request.url.path,
                 query=request.url.query,
@@ -1016,6 +1024,7 @@ class _ScriptedReply(Response):
                 break
             if disconnected.is_set() or self.upstream._stopping.is_set():
                 break
+            self.recorded.event_times.append(time.monotonic())
             await send({"type": "http.response.body", "body": frame.data, "more_body": True})
             self.recorded.events_sent += 1
             seen_delta = seen_delta or frame.is_delta
