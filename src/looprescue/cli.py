@@ -19,6 +19,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "looprescue.commands.demo",
     "looprescue.commands.eval",
+    "looprescue.commands.doctor",
 )
 
 for _name in COMMAND_MODULES:

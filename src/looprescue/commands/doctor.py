@@ -1,0 +1,187 @@
+"""``looprescue doctor``: detour signals (retry storms, repeated calls, tool misuse, …) from
+DSH session logs, once over finished logs or continuously over a live one (``--follow``)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from looprescue.config import ConfigError, DoctorConfig, load_config
+from looprescue.doctor import DetourSignal, SessionAnalysis, analyze_log
+from looprescue.doctor.tail import SessionTail
+from looprescue.dsh import SessionFormatError, find_session_logs, open_log
+
+EXIT_CLEAN, EXIT_SIGNALS, EXIT_UNREADABLE = 0, 1, 2
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor_command)
+
+
+def doctor_command(
+    paths: list[Path] = typer.Argument(
+        None, help="Session log files, session dirs or DSH data dirs (searched recursively)."
+    ),
+    json_output: bool = typer.Option(False, "--json", help="One JSON object per signal."),
+    config: Path | None = typer.Option(None, "--config", help="YAML config (doctor.* keys)."),
+    follow: Path | None = typer.Option(
+        None, "--follow", help="Follow one live session (log file or session dir) until Ctrl-C."
+    ),
+    interval: float = typer.Option(
+        0.5, "--interval", min=0.01, help="Seconds between polls with --follow."
+    ),
+) -> None:
+    """Find detours in agent sessions: which happened, in which turn, and the events that prove
+    it. Exit code 1 when any signal is found, 0 when none, 2 when input cannot be read."""
+    err = Console(stderr=True)
+    try:
+        options = load_config(config).doctor
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(EXIT_UNREADABLE) from None
+    if follow is not None:
+        if paths:
+            err.print("[red]error:[/red] give either PATH... or --follow SESSION, not both")
+            raise typer.Exit(EXIT_UNREADABLE)
+        raise typer.Exit(_follow(follow, options, json_output, interval, err))
+    if not paths:
+        err.print("[red]error:[/red] no PATH given (or use --follow SESSION)")
+        raise typer.Exit(EXIT_UNREADABLE)
+    raise typer.Exit(_diagnose(paths, options, json_output, err))
+
+
+# -- finished logs ------------------------------------------------------------------------------
+
+
+def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: Console) -> int:
+    try:
+        logs = find_session_logs(paths)
+    except SessionFormatError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_UNREADABLE
+    out = Console(highlight=False)
+    unreadable = found = False
+    for path in logs:
+        try:
+            log = open_log(path)
+            signals = analyze_log(
+                log.events(tolerate_torn_tail=True), log.session_id, options, header=log.header
+            )
+        except SessionFormatError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            unreadable = True
+            continue
+        if log.torn_tail is not None:
+            err.print(f"[yellow]note:[/yellow] {escape(str(log.torn_tail))}; read up to it")
+        found = found or bool(signals)
+        if json_output:
+            for signal in signals:
+                typer.echo(_json_line(signal, path))
+        else:
+            _print_session(out, log.session_id, path, signals)
+    if unreadable:
+        return EXIT_UNREADABLE
+    return EXIT_SIGNALS if found else EXIT_CLEAN
+
+
+def _json_line(signal: DetourSignal, path: Path) -> str:
+    return orjson.dumps({**signal.to_dict(), "path": str(path)}).decode()
+
+
+def _print_session(out: Console, session_id: str, path: Path, signals: list[DetourSignal]) -> None:
+    if not signals:
+        out.print(f"[green]no detours[/green]  {escape(session_id)}  ({escape(str(path))})")
+        return
+    table = Table(title=f"{session_id}\n{path}", title_justify="left", show_lines=False)
+    table.add_column("kind", style="bold")
+    table.add_column("turn", justify="right")
+    table.add_column("metric", justify="right")
+    table.add_column("explanation")
+    table.add_column("evidence seqs")
+    for signal in signals:
+        kind = signal.kind if signal.sub is None else f"{signal.kind} {signal.sub}"
+        table.add_row(
+            escape(kind),
+            "session" if signal.turn is None else str(signal.turn),
+            str(signal.metric),
+            escape(signal.explanation),
+            _seqs(signal.evidence),
+        )
+    out.print(table)
+
+
+def _seqs(evidence: tuple[int, ...]) -> str:
+    return ", ".join(str(seq) for seq in evidence) or "-"
+
+
+# -- a live log ---------------------------------------------------------------------------------
+
+
+def _follow(
+    target: Path, options: DoctorConfig, json_output: bool, interval: float, err: Console
+) -> int:
+    try:
+        logs = find_session_logs([target])
+        if len(logs) != 1:
+            err.print(
+                f"[red]error:[/red] {escape(str(target))}: --follow needs one session, "
+                f"found {len(logs)} session logs"
+            )
+            return EXIT_UNREADABLE
+        path = logs[0]
+        tail = SessionTail(path)
+    except SessionFormatError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_UNREADABLE
+    out = Console(highlight=False)
+    shown: set[tuple] = set()
+    analysis: SessionAnalysis | None = None
+
+    def show(signals: list[DetourSignal]) -> None:
+        for signal in signals:
+            if signal.key in shown:
+                continue  # already reported before the log was rotated or truncated
+            shown.add(signal.key)
+            if json_output:
+                typer.echo(_json_line(signal, path))
+            else:
+                turn = "session" if signal.turn is None else f"turn {signal.turn}"
+                kind = signal.kind if signal.sub is None else f"{signal.kind} {signal.sub}"
+                out.print(
+                    f"[bold]{escape(kind)}[/bold]  {turn}  metric {signal.metric}  "
+                    f"{escape(signal.explanation)}  [dim]evidence {_seqs(signal.evidence)}[/dim]"
+                )
+            sys.stdout.flush()  # a watcher reads signals as turns end, not at exit
+
+    err.print(f"following {escape(str(path))} (Ctrl-C to stop)")
+    try:
+        while True:
+            try:
+                update = tail.poll()
+            except SessionFormatError as exc:
+                err.print(f"[red]error:[/red] {escape(str(exc))}")
+                return EXIT_UNREADABLE
+            for notice in update.notices:
+                err.print(f"[yellow]note:[/yellow] {escape(notice)}")
+            if update.restarted:
+                analysis = None
+            if update.header is not None:
+                analysis = SessionAnalysis(
+                    update.header.get("id", ""), options, header=update.header
+                )
+            if analysis is not None:
+                for event in update.events:
+                    show(analysis.feed(event))
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        if analysis is not None:
+            show(analysis.finish())
+        err.print("stopped")
+    return EXIT_SIGNALS if shown else EXIT_CLEAN
