@@ -20,6 +20,10 @@ COMMAND_MODULES = (
     "looprescue.commands.demo",
     "looprescue.commands.eval",
     "looprescue.commands.doctor",
+    "looprescue.commands.sessions",
+    "looprescue.commands.scan",
+    "looprescue.commands.clean",
+    "looprescue.commands.repair",
 )
 
 for _name in COMMAND_MODULES:

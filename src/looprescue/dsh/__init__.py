@@ -14,6 +14,7 @@ from looprescue.dsh.discovery import (
     decode_project_key,
     find_session_logs,
     resolve_data_dir,
+    resolve_session,
     session_log_in,
     summarize_session,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "is_locked_by_dsh",
     "open_log",
     "resolve_data_dir",
+    "resolve_session",
     "session_log_in",
     "stream_channel_text",
     "summarize_session",

@@ -165,3 +165,34 @@ def summarize_session(log_path: Path) -> SessionSummary:
         locked=is_locked_by_dsh(session_dir),
         subagent=log.header.get("origin") == "subagent",
     )
+
+
+def resolve_session(arg: str | Path, data_dir: Path) -> Path:
+    """The log file for a SESSION argument: a log file, a session dir, or a session id (or a
+    unique prefix of one) looked up under ``data_dir``."""
+    path = Path(arg).expanduser()
+    if path.exists():
+        logs = find_session_logs([path])
+        if len(logs) != 1:
+            raise SessionAccessError(
+                f"expected one session here, found {len(logs)}; name a session directory",
+                path=path,
+            )
+        return logs[0]
+    name = str(arg)
+    if not data_dir.is_dir():
+        raise SessionAccessError(
+            f"no such file, and no data directory to look up session {name!r} in", path=data_dir
+        )
+    matches = [log for log in _logs_under(data_dir) if log.parent.name.startswith(name)]
+    exact = [log for log in matches if log.parent.name == name]
+    if len(exact) == 1:
+        return exact[0]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise SessionAccessError(f"no session {name!r} in this data directory", path=data_dir)
+    raise SessionAccessError(
+        f"session {name!r} is ambiguous ({len(matches)} matches); give more of the id",
+        path=data_dir,
+    )

@@ -1,0 +1,202 @@
+"""``looprescue clean [SESSION]``: cut loops out of a DSH session log, safely."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import typer
+
+from looprescue.config import ConfigError, load_config
+from looprescue.dsh import (
+    SessionFormatError,
+    find_session_logs,
+    is_locked_by_dsh,
+    open_log,
+    resolve_data_dir,
+    resolve_session,
+)
+from looprescue.dsh.backup import backup_path_for, restore_backup
+from looprescue.dsh.clean import CleanPlan, plan_clean
+from looprescue.dsh.edit import SessionEditor, ensure_editable, rewrite_lines, verify_line_edits
+from looprescue.dsh.findings import scan_events
+from looprescue.dsh.prune import Language
+
+
+def register(app: typer.Typer) -> None:
+    app.command("clean")(clean_command)
+
+
+def describe_plan(plan: CleanPlan) -> list[str]:
+    """Exactly what would change, per message."""
+    if not plan.changes:
+        return [f"{plan.log.path}: no loops in assistant messages; nothing to change"]
+    lines = [
+        f"{plan.log.path}: {len(plan.changes)} assistant message(s) to cut, "
+        f"{plan.removed_chars} chars removed"
+    ]
+    for change in plan.changes:
+        lines.append(
+            f"  seq {change.seq} (t{change.turn}s{change.step}, line {change.line}): "
+            f"{change.removed_chars} chars removed"
+        )
+        for block in change.blocks:
+            cut = block.cut
+            action = (
+                "block dropped" if cut.dropped else f"keep {cut.kept_chars}/{cut.original_chars}"
+            )
+            lines.append(f"    {cut.channel} block {cut.index} [{block.rule}]: {action}")
+            lines.append(f"      marker: {cut.marker or '(none)'}")
+            lines.append(f"      before: {block.before}")
+            lines.append(f"      after:  {block.after}")
+    lines.append("  also: data.stream deltas and block-end rewritten to match; replayState removed")
+    return lines
+
+
+def _looping_sessions(data_dir: Path, cfg) -> list[tuple[Path, str, float, int]]:
+    """(log, session id, last event time, loop count) of sessions with loops, newest first."""
+    found = []
+    for log_path in find_session_logs([data_dir]):
+        try:
+            log = open_log(log_path)
+            loops = 0
+            last = log.header["createdAt"]
+            for finding in scan_events(log.events(), log.session_id, str(log_path), cfg):
+                loops += finding.kind == "loop" and finding.source == "message"
+            for event in log.events():
+                last = event["time"]
+        except SessionFormatError as exc:
+            typer.echo(f"warning: skipping unreadable session: {exc}", err=True)
+            continue
+        if loops:
+            found.append((log_path, log.session_id, last, loops))
+    found.sort(key=lambda item: item[2], reverse=True)
+    return found
+
+
+def _pick_session(data_dir: Path, cfg, assume_yes: bool) -> Path | None:
+    candidates = _looping_sessions(data_dir, cfg)
+    if not candidates:
+        typer.echo(f"no sessions with loops in {data_dir}")
+        return None
+    from looprescue.commands.sessions import format_time
+
+    for number, (_path, session_id, last, loops) in enumerate(candidates, start=1):
+        typer.echo(f"{number:>3}  {session_id}  last event {format_time(last)}  {loops} loop(s)")
+    if assume_yes:
+        return candidates[0][0]
+    choice = typer.prompt("Clean which session? (Enter = newest)", default="1", show_default=False)
+    try:
+        index = int(choice)
+        if not 1 <= index <= len(candidates):
+            raise ValueError
+    except ValueError:
+        raise SessionFormatError(f"not a listed number: {choice!r}") from None
+    return candidates[index - 1][0]
+
+
+def clean_command(
+    session: str | None = typer.Argument(
+        None, help="Session id (or prefix), session dir or log file. Omit to pick from a list."
+    ),
+    data: Path | None = typer.Option(
+        None, "--data", help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    undo: bool = typer.Option(False, "--undo", help="Restore the session's last backup."),
+    force: bool = typer.Option(False, "--force", help="Edit even while DSH holds the session."),
+    marker: bool | None = typer.Option(
+        None, "--marker/--no-marker", help="Leave a one-line note where text was removed."
+    ),
+    language: str | None = typer.Option(None, "--language", help="Marker language: auto|zh|en."),
+    json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    config: Path | None = typer.Option(None, "--config", help="YAML config file."),
+) -> None:
+    """Cut looping reasoning/text out of the assistant messages of one session.
+
+    Backs up first, writes a temp file, verifies it by reading it back, then atomically
+    replaces the log. Exit code 0 on success or nothing to do, 2 on any error.
+    """
+    try:
+        overrides = {"marker": marker, "language": language}
+        cfg = load_config(config, overrides)
+        data_dir = resolve_data_dir(data)
+        if session is None:
+            if undo:
+                raise SessionFormatError("--undo needs the SESSION to restore")
+            picked = _pick_session(data_dir, cfg, yes)
+            if picked is None:
+                raise typer.Exit(0)
+            log_path = picked
+        else:
+            log_path = resolve_session(session, data_dir)
+        if undo:
+            _undo(log_path, data_dir, force, yes)
+        else:
+            _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output)
+    except (SessionFormatError, ConfigError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        typer.echo("nothing was written", err=True)
+        raise typer.Exit(2) from None
+
+
+def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
+    language: Language = cfg.language
+    if dry_run:
+        log = open_log(log_path)
+        ensure_editable(log)
+        plan = plan_clean(log, cfg, marker=cfg.marker, language=language)
+        _show(plan, json_output)
+        if is_locked_by_dsh(log_path.parent):
+            typer.echo("note: DSH holds this session right now; a real clean would refuse")
+        typer.echo("dry run: nothing was written")
+        return
+    warn = lambda message: typer.echo(message, err=True)  # noqa: E731
+    with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
+        log = open_log(log_path)
+        ensure_editable(log)
+        plan = plan_clean(log, cfg, marker=cfg.marker, language=language)
+        _show(plan, json_output)
+        if not plan.changes:
+            return
+        if not yes and not typer.confirm("Apply these changes?", default=False):
+            typer.echo("cancelled: nothing was written")
+            return
+        backup = editor.backup()
+        writer = editor.writer(log.encoding)
+        try:
+            rewrite_lines(log, plan.replacements, writer)
+        except BaseException:
+            writer.abort()
+            raise
+        editor.commit(writer, verify_line_edits(log, plan.replacements))
+    typer.echo(f"cleaned {log_path} ({plan.removed_chars} chars removed); backup: {backup}")
+    typer.echo(f"undo with: looprescue clean --undo {log_path}")
+
+
+def _show(plan: CleanPlan, json_output: bool) -> None:
+    if json_output:
+        record = {"path": str(plan.log.path), "session": plan.log.session_id}
+        record["changes"] = [c.to_dict() for c in plan.changes]
+        typer.echo(orjson.dumps(record).decode())
+    else:
+        for line in describe_plan(plan):
+            typer.echo(line)
+
+
+def _undo(log_path: Path, data_dir: Path, force: bool, yes: bool) -> None:
+    backup = backup_path_for(log_path, data_dir)
+    if not backup.is_file():
+        raise SessionFormatError(
+            "no backup to restore (nothing was cleaned or repaired)", path=backup
+        )
+    typer.echo(f"restore {log_path} from {backup}")
+    if not yes and not typer.confirm("Restore the backup?", default=False):
+        typer.echo("cancelled: nothing was written")
+        return
+    warn = lambda message: typer.echo(message, err=True)  # noqa: E731
+    with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
+        editor.check_unchanged()
+        restore_backup(log_path, backup)
+    typer.echo(f"restored {log_path}")

@@ -1,0 +1,66 @@
+"""``looprescue repair SESSION``: make a log that a crash left unreadable readable again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from looprescue.dsh import SessionFormatError, is_locked_by_dsh, resolve_data_dir, resolve_session
+from looprescue.dsh.edit import SessionEditor, ensure_editable
+from looprescue.dsh.repair import plan_repair, verify_repair, write_repair
+
+
+def register(app: typer.Typer) -> None:
+    app.command("repair")(repair_command)
+
+
+def repair_command(
+    session: str = typer.Argument(..., help="Session id (or prefix), session dir or log file."),
+    data: Path | None = typer.Option(
+        None, "--data", help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    force: bool = typer.Option(False, "--force", help="Repair even while DSH holds the session."),
+) -> None:
+    """Salvage every complete record of a log with a torn or truncated tail, rewrite it as
+    valid frames and close an open last turn the way DSH does. Damage before the tail is
+    reported, not repaired. Exit code 0 on success or nothing to do, 2 on any error."""
+    try:
+        data_dir = resolve_data_dir(data)
+        log_path = resolve_session(session, data_dir)
+        if dry_run:
+            plan = plan_repair(log_path)
+            ensure_editable(plan.log)
+            for line in plan.describe():
+                typer.echo(f"{log_path}: {line}")
+            if is_locked_by_dsh(log_path.parent):
+                typer.echo("note: DSH holds this session right now; a real repair would refuse")
+            typer.echo("dry run: nothing was written")
+            return
+        warn = lambda message: typer.echo(message, err=True)  # noqa: E731
+        with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
+            plan = plan_repair(log_path)
+            ensure_editable(plan.log)
+            for line in plan.describe():
+                typer.echo(f"{log_path}: {line}")
+            if not plan.needed:
+                return
+            if not yes and not typer.confirm("Repair the log?", default=False):
+                typer.echo("cancelled: nothing was written")
+                return
+            backup = editor.backup()
+            writer = editor.writer(plan.log.encoding)
+            try:
+                write_repair(plan, writer)
+            except BaseException:
+                writer.abort()
+                raise
+            editor.commit(writer, verify_repair(plan))
+        typer.echo(f"repaired {log_path}; backup: {backup}")
+        typer.echo(f"undo with: looprescue clean --undo {log_path}")
+    except SessionFormatError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        typer.echo("nothing was written", err=True)
+        raise typer.Exit(2) from None

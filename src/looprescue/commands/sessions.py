@@ -1,0 +1,99 @@
+"""``looprescue sessions``: list the DSH sessions of a data directory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from looprescue.dsh import (
+    SessionFormatError,
+    SessionSummary,
+    find_session_logs,
+    resolve_data_dir,
+    summarize_session,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sessions")(sessions_command)
+
+
+def format_time(epoch_ms: float | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch_ms / 1000))
+
+
+def format_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def collect_summaries(
+    data_dir: Path, err: Console
+) -> tuple[list[SessionSummary], list[SessionFormatError]]:
+    """Summaries of every readable session, newest activity first, and the read errors."""
+    summaries: list[SessionSummary] = []
+    errors: list[SessionFormatError] = []
+    for log in find_session_logs([data_dir]):
+        try:
+            summaries.append(summarize_session(log))
+        except SessionFormatError as exc:
+            errors.append(exc)
+    summaries.sort(key=lambda s: s.last_event_time or s.created, reverse=True)
+    return summaries, errors
+
+
+def sessions_command(
+    data: Path | None = typer.Option(
+        None, "--data", help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions)."
+    ),
+    json_output: bool = typer.Option(False, "--json", help="One JSON object per session."),
+) -> None:
+    """List sessions: id, project, title, created, last event, turns, size, and whether DSH
+    holds it right now. Exit code 2 if the directory or a session cannot be read."""
+    err = Console(stderr=True)
+    data_dir = resolve_data_dir(data)
+    try:
+        summaries, errors = collect_summaries(data_dir, err)
+    except SessionFormatError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if json_output:
+        for summary in summaries:
+            typer.echo(orjson.dumps(summary.to_dict()).decode())
+    else:
+        table = Table(title=f"DSH sessions in {data_dir}", title_justify="left")
+        for column in ("#", "id", "project", "title", "created", "last event", "turns", "size"):
+            table.add_column(
+                column, justify="right" if column in ("#", "turns", "size") else "left"
+            )
+        table.add_column("DSH")
+        for number, s in enumerate(summaries, start=1):
+            table.add_row(
+                str(number),
+                s.id + (" (subagent)" if s.subagent else ""),
+                s.project,
+                s.title or "-",
+                format_time(s.created),
+                format_time(s.last_event_time),
+                str(s.turns),
+                format_size(s.size),
+                "[yellow]open[/yellow]" if s.locked else "-",
+            )
+        out = Console()
+        if not out.is_terminal:
+            out = Console(width=240)  # piped: do not squeeze ids and titles into 80 columns
+        out.print(table)
+    for exc in errors:
+        typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(2 if errors else 0)

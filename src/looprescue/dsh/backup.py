@@ -1,0 +1,106 @@
+"""Backups of session logs before an edit, and restoring the last one (``clean --undo``).
+
+Layout: ``<DSH home>/sessions-loop-rescue-backup/<path relative to the sessions dir>``, i.e. a
+sibling of the ``sessions`` data dir, so neither DSH nor a recursive scan mistakes it for a
+session. The newest backup always sits at that path; older ones are kept beside it with a
+``.<UTC timestamp>`` suffix and come back one by one on repeated undo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+from pathlib import Path
+
+from looprescue.dsh.discovery import BACKUP_DIR_NAME
+from looprescue.dsh.errors import SessionAccessError, SessionFormatError
+from looprescue.dsh.writer import replace_with_copy
+
+
+def backup_path_for(log_path: Path, data_dir: Path | None = None) -> Path:
+    """Where the backup of ``log_path`` goes."""
+    log_path = Path(os.path.abspath(log_path))
+    if data_dir is not None:
+        data_dir = Path(os.path.abspath(data_dir))
+        if log_path.is_relative_to(data_dir):
+            return data_dir.parent / BACKUP_DIR_NAME / log_path.relative_to(data_dir)
+    session_dir = log_path.parent
+    project_dir = session_dir.parent
+    return (
+        project_dir.parent.parent
+        / BACKUP_DIR_NAME
+        / project_dir.name
+        / session_dir.name
+        / (log_path.name)
+    )
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def make_backup(log_path: Path, backup: Path) -> Path:
+    """Copy ``log_path`` to ``backup`` (rotating an older backup aside) and check the copy."""
+    try:
+        backup.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if backup.exists():
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(backup.stat().st_mtime))
+            rotated = backup.with_name(f"{backup.name}.{stamp}")
+            n = 1
+            while rotated.exists():
+                n += 1
+                rotated = backup.with_name(f"{backup.name}.{stamp}-{n}")
+            os.replace(backup, rotated)
+        temp = backup.with_name(f".{backup.name}.tmp")
+        shutil.copy2(log_path, temp)
+        with open(temp, "rb") as fh:
+            os.fsync(fh.fileno())
+        if file_digest(temp) != file_digest(log_path):
+            temp.unlink()
+            raise SessionFormatError("backup copy does not match the original", path=backup)
+        os.replace(temp, backup)
+    except OSError as err:
+        raise SessionAccessError(
+            f"cannot write the backup: {err.strerror or err}", path=err.filename or backup
+        ) from None
+    return backup
+
+
+def older_backups(backup: Path) -> list[Path]:
+    """Rotated backups, newest first."""
+    if not backup.parent.is_dir():
+        return []
+    prefix = backup.name + "."
+    found = [p for p in backup.parent.iterdir() if p.name.startswith(prefix)]
+    return sorted(found, key=lambda p: p.name, reverse=True)
+
+
+def restore_backup(log_path: Path, backup: Path) -> None:
+    """Put ``backup`` back in place of ``log_path`` (atomically) and retire that backup; the
+    next older backup, if any, becomes the one a further undo restores."""
+    if not backup.is_file():
+        raise SessionAccessError(
+            "no backup to restore (nothing was cleaned or repaired)", path=backup
+        )
+    expected = file_digest(backup)
+
+    def same_bytes(temp: Path) -> None:
+        if file_digest(temp) != expected:
+            raise SessionFormatError("restored copy does not match the backup", path=temp)
+
+    try:
+        replace_with_copy(backup, log_path, same_bytes)
+        backup.unlink()
+        older = older_backups(backup)
+        if older:
+            os.replace(older[0], backup)
+    except OSError as err:
+        raise SessionAccessError(
+            f"cannot restore the backup: {err.strerror or err}", path=err.filename or log_path
+        ) from None

@@ -1,0 +1,141 @@
+"""Planning a clean: which assistant messages loop, and their rewritten lines. Pure apart from
+reading the log (no writing here; ``edit.py`` applies a plan)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from looprescue.config import LoopRescueConfig
+from looprescue.dsh.edit import encode_event
+from looprescue.dsh.findings import CHANNEL_OF_BLOCK, first_hit
+from looprescue.dsh.log import SessionLog
+from looprescue.dsh.prune import BlockCut, Language, cut_assistant_message
+
+CONTEXT_CHARS = 40
+
+
+@dataclass(frozen=True, slots=True)
+class BlockChange:
+    cut: BlockCut
+    rule: str
+    before: str  # a little text around the cut point, as it was
+    after: str  # the end of the block as it will be
+
+    def to_dict(self) -> dict:
+        return {
+            "block": self.cut.index,
+            "channel": self.cut.channel,
+            "rule": self.rule,
+            "originalChars": self.cut.original_chars,
+            "keptChars": self.cut.kept_chars,
+            "removedChars": self.cut.removed_chars,
+            "marker": self.cut.marker,
+            "droppedBlock": self.cut.dropped,
+            "before": self.before,
+            "after": self.after,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChange:
+    seq: int
+    turn: int | None
+    step: int | None
+    line: int
+    blocks: tuple[BlockChange, ...]
+
+    @property
+    def removed_chars(self) -> int:
+        return sum(b.cut.removed_chars for b in self.blocks)
+
+    def to_dict(self) -> dict:
+        return {
+            "seq": self.seq,
+            "turn": self.turn,
+            "step": self.step,
+            "line": self.line,
+            "removedChars": self.removed_chars,
+            "blocks": [b.to_dict() for b in self.blocks],
+        }
+
+
+@dataclass
+class CleanPlan:
+    log: SessionLog
+    changes: list[MessageChange] = field(default_factory=list)
+    replacements: dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def removed_chars(self) -> int:
+        return sum(c.removed_chars for c in self.changes)
+
+
+def _flat(text: str) -> str:
+    return text.replace("\n", "⏎")
+
+
+def plan_clean(
+    log: SessionLog,
+    config: LoopRescueConfig | None = None,
+    *,
+    marker: bool = True,
+    language: Language = "auto",
+) -> CleanPlan:
+    """Cut every looping reasoning/text block of every ``assistant/message`` back to where its
+    loop started. Other lines are not touched (they are not in ``replacements``)."""
+    config = config or LoopRescueConfig()
+    plan = CleanPlan(log)
+    for record in log.records():
+        event = record.event
+        if event["type"] != "assistant/message":
+            continue
+        data = event["data"]
+        keep: dict[int, int] = {}
+        rules: dict[int, str] = {}
+        for index, block in enumerate(data["message"]["content"]):
+            channel = CHANNEL_OF_BLOCK.get(block.get("type")) if isinstance(block, dict) else None
+            if channel is None or not isinstance(block.get("text"), str):
+                continue
+            hit = first_hit(block["text"], channel, config)
+            if hit is not None:
+                keep[index] = hit.prune_offset
+                rules[index] = hit.rule
+        if not keep:
+            continue
+        new_event, cuts = cut_assistant_message(event, keep, marker=marker, language=language)
+        if not cuts:
+            continue
+        old_blocks = data["message"]["content"]
+        new_texts = {
+            c.index: new_event["data"]["message"]["content"][c.index - _dropped_before(cuts, c)]
+            for c in cuts
+            if not c.dropped
+        }
+        changes = []
+        for cut in cuts:
+            text = old_blocks[cut.index]["text"]
+            start = max(0, cut.kept_chars - CONTEXT_CHARS)
+            before = _flat(
+                ("…" if start else "")
+                + text[start : cut.kept_chars]
+                + "⟦"
+                + text[cut.kept_chars : cut.kept_chars + CONTEXT_CHARS]
+                + "…"
+            )
+            after_text = new_texts[cut.index]["text"] if cut.index in new_texts else ""
+            tail_start = max(0, len(after_text) - 2 * CONTEXT_CHARS)
+            after = (
+                _flat(("…" if tail_start else "") + after_text[tail_start:]) or "(block removed)"
+            )
+            changes.append(BlockChange(cut, rules[cut.index], before, after))
+        plan.changes.append(
+            MessageChange(
+                event["seq"], data.get("turn"), data.get("step"), record.line.number, tuple(changes)
+            )
+        )
+        plan.replacements[record.line.number] = encode_event(new_event)
+    return plan
+
+
+def _dropped_before(cuts: list[BlockCut], cut: BlockCut) -> int:
+    return sum(1 for c in cuts if c.dropped and c.index < cut.index)

@@ -1,0 +1,231 @@
+"""What ``scan`` reports for one session: loops inside assistant messages (and failed
+attempts) found by the streaming detector, plus cross-message narration loops. Pure: works on
+an iterable of event dicts, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+
+from looprescue.config import LoopRescueConfig
+from looprescue.detect import Hit, StreamDetector, scan_text
+from looprescue.dsh.narration import NarrationTracker
+from looprescue.dsh.stream import expand_stream
+
+CHANNEL_OF_BLOCK = {"reasoning": "reasoning", "text": "text"}
+CHANNEL_OF_DELTA = {"reasoning-delta": "reasoning", "text-delta": "text"}
+EXCERPT_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One line of scan output.
+
+    ``kind``: ``loop`` (detector hit in one block), ``narration`` (same text across messages)
+    or ``miss`` (a scanned block without a loop, shown with ``--all``).
+    ``source``: ``message`` (settled assistant/message content) or ``attempt`` (the deltas of
+    a failed assistant/attempt). Offsets are code points of the block's text.
+    """
+
+    kind: str
+    session: str
+    path: str
+    seq: int
+    turn: int | None
+    step: int | None
+    source: str
+    channel: str
+    block: int | None
+    chars: int
+    rule: str | None = None
+    prune_offset: int | None = None
+    loop_start: int | None = None
+    loop_chars: int = 0
+    repeats: float | None = None
+    period: int | None = None
+    excerpt: str = ""
+    seqs: tuple[int, ...] = ()
+    last_turn: int | None = None  # narration runs can span turns
+
+    @property
+    def is_loop(self) -> bool:
+        return self.kind != "miss"
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["seqs"] = list(self.seqs)
+        return data
+
+
+def excerpt(text: str, start: int = 0) -> str:
+    piece = " ".join(text[start : start + EXCERPT_CHARS * 2].split())
+    return piece if len(piece) <= EXCERPT_CHARS else piece[: EXCERPT_CHARS - 1] + "…"
+
+
+def first_hit(text: str, channel: str, config: LoopRescueConfig) -> Hit | None:
+    hits = scan_text(text, channel, config)  # type: ignore[arg-type]
+    return min(hits, key=lambda h: h.prune_offset) if hits else None
+
+
+def replay_deltas(stream: list, config: LoopRescueConfig) -> dict[int, tuple[str, str, Hit | None]]:
+    """Feed a stream's deltas to a StreamDetector exactly as they arrived, one detector per
+    block (as a proxy sees a fresh stream per block index). ``{index: (channel, text, hit)}``."""
+    detectors: dict[int, StreamDetector] = {}
+    texts: dict[int, tuple[str, list[str]]] = {}
+    hits: dict[int, Hit] = {}
+    for _time, chunk in expand_stream(stream):
+        channel = CHANNEL_OF_DELTA.get(chunk.get("type"))
+        if channel is None:
+            continue
+        index = chunk["index"]
+        texts.setdefault(index, (channel, []))[1].append(chunk["text"])
+        detector = detectors.setdefault(index, StreamDetector(config))
+        hit = detector.feed(channel, chunk["text"])  # type: ignore[arg-type]
+        if hit is not None and index not in hits:
+            hits[index] = hit
+    for index, detector in detectors.items():
+        if index not in hits:
+            channel = texts[index][0]
+            hit = detector.flush(channel)  # type: ignore[arg-type]
+            if hit is not None:
+                hits[index] = hit
+    return {i: (ch, "".join(parts), hits.get(i)) for i, (ch, parts) in texts.items()}
+
+
+class SessionScanner:
+    """Feed events in order; collects findings. Attempt loops are held back until their step
+    ends and dropped when the settled message of the same step loops in the same channel (the
+    retry re-streamed the same text: one loop, not two)."""
+
+    def __init__(self, session: str, path: str, config: LoopRescueConfig | None = None) -> None:
+        self.session = session
+        self.path = path
+        self.config = config or LoopRescueConfig()
+        self.narration = NarrationTracker(
+            self.config.doctor.narrationMinRepeats, self.config.doctor.narrationMinChars
+        )
+        self._pending_attempts: list[Finding] = []
+        self._step_message_channels: set[str] = set()
+        self._step: tuple[int | None, int | None] | None = None
+
+    def feed(self, event: dict) -> list[Finding]:
+        kind = event["type"]
+        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        out: list[Finding] = []
+        step = (data.get("turn"), data.get("step"))
+        if kind in ("step/end", "step/start", "turn/end", "turn/start"):
+            out.extend(self._close_step())
+        elif kind == "assistant/message":
+            out.extend(self._message(event, data, step))
+        elif kind == "assistant/attempt":
+            if self._step is not None and self._step != step:
+                out.extend(self._close_step())
+            self._step = step
+            self._pending_attempts.extend(self._attempt(event, data, step))
+        return out
+
+    def finish(self) -> list[Finding]:
+        out = self._close_step()
+        run = self.narration.finish()
+        if run is not None:
+            out.append(self._narration_finding(run))
+        return out
+
+    def _close_step(self) -> list[Finding]:
+        kept = [
+            f
+            for f in self._pending_attempts
+            if not (f.is_loop and f.channel in self._step_message_channels)
+        ]
+        self._pending_attempts = []
+        self._step_message_channels = set()
+        self._step = None
+        return kept
+
+    def _message(self, event: dict, data: dict, step: tuple) -> list[Finding]:
+        out: list[Finding] = []
+        if self._step is not None and self._step != step:
+            out.extend(self._close_step())
+        self._step = step
+        content = (data.get("message") or {}).get("content") or []
+        visible: list[str] = []
+        for index, block in enumerate(content):
+            channel = CHANNEL_OF_BLOCK.get(block.get("type")) if isinstance(block, dict) else None
+            if channel is None or not isinstance(block.get("text"), str):
+                continue
+            text = block["text"]
+            if channel == "text":
+                visible.append(text)
+            hit = first_hit(text, channel, self.config)
+            finding = self._finding(event, step, "message", channel, index, text, hit)
+            if hit is not None:
+                self._step_message_channels.add(channel)
+            out.append(finding)
+        run = self.narration.observe(event["seq"], step[0], "\n".join(visible))
+        if run is not None:
+            out.append(self._narration_finding(run))
+        return out
+
+    def _attempt(self, event: dict, data: dict, step: tuple) -> list[Finding]:
+        stream = data.get("stream") or []
+        return [
+            self._finding(event, step, "attempt", channel, index, text, hit)
+            for index, (channel, text, hit) in sorted(replay_deltas(stream, self.config).items())
+        ]
+
+    def _finding(self, event, step, source, channel, index, text, hit: Hit | None) -> Finding:
+        base = dict(
+            session=self.session,
+            path=self.path,
+            seq=event["seq"],
+            turn=step[0],
+            step=step[1],
+            source=source,
+            channel=channel,
+            block=index,
+            chars=len(text),
+        )
+        if hit is None:
+            return Finding(kind="miss", excerpt=excerpt(text), **base)
+        return Finding(
+            kind="loop",
+            rule=hit.rule,
+            prune_offset=hit.prune_offset,
+            loop_start=hit.loop_start,
+            loop_chars=len(text) - hit.prune_offset,
+            repeats=hit.repeats,
+            period=hit.period,
+            excerpt=excerpt(text, hit.prune_offset),
+            **base,
+        )
+
+    def _narration_finding(self, run) -> Finding:
+        return Finding(
+            kind="narration",
+            session=self.session,
+            path=self.path,
+            seq=run.seqs[0],
+            turn=run.turns[0],
+            step=None,
+            source="message",
+            channel="text",
+            block=None,
+            chars=run.chars,
+            rule="narration",
+            loop_chars=run.chars * (run.repeats - 1),
+            repeats=float(run.repeats),
+            excerpt=excerpt(run.text),
+            seqs=run.seqs,
+            last_turn=run.turns[-1],
+        )
+
+
+def scan_events(
+    events: Iterable[dict], session: str, path: str, config: LoopRescueConfig | None = None
+) -> Iterator[Finding]:
+    """All findings (hits and misses) of one session's events, in log order."""
+    scanner = SessionScanner(session, path, config)
+    for event in events:
+        yield from scanner.feed(event)
+    yield from scanner.finish()

@@ -1,0 +1,104 @@
+"""``looprescue scan`` and ``looprescue sessions`` end to end on the fixtures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tests.paths import SESSIONS
+from typer.testing import CliRunner
+
+from looprescue.cli import app
+
+runner = CliRunner()
+
+
+def scan(*args: str):
+    return runner.invoke(app, ["scan", *map(str, args)])
+
+
+def test_scan_data_dir_exit_1_and_one_line_per_hit():
+    result = scan(SESSIONS)
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    a_line = next(x for x in lines if x.startswith("session-858d60ce"))
+    for part in (
+        "t1s1",
+        "seq 17",
+        "reasoning",
+        "pool",
+        "loop chars",
+        "cut at 333/5107",
+        "Now. OK.",
+    ):
+        assert part in a_line
+    assert not any("session-1cea1e2b" in x for x in lines)  # k: healthy
+    assert sum("narration" in x for x in lines) == 1  # i2: same answer in three turns
+
+
+def test_scan_healthy_session_exit_0_and_silent():
+    result = scan(SESSIONS / "g_healthy_long_answer" / "session")
+    assert result.exit_code == 0 and result.stdout == ""
+
+
+def test_scan_all_adds_misses():
+    result = scan("--all", SESSIONS / "g_healthy_long_answer" / "session")
+    assert result.exit_code == 0
+    assert [x.split("  ")[-2] for x in result.stdout.splitlines()] == ["ok", "ok"]
+
+
+def test_scan_json_lines():
+    result = scan("--json", SESSIONS / "b_verbatim_cycle" / "session" / "session.v4.jsonl.zstd")
+    assert result.exit_code == 1
+    [record] = [json.loads(x) for x in result.stdout.splitlines()]
+    assert record["kind"] == "loop" and record["period"] == 121 and record["channel"] == "text"
+    assert record["session"].startswith("session-d9cac7dd")
+
+
+def test_scan_unreadable_input_exit_2_other_sessions_still_scanned(tmp_path):
+    good = tmp_path / "b"
+    shutil.copytree(SESSIONS / "b_verbatim_cycle" / "session", good)
+    bad = tmp_path / "a" / "session.v4.jsonl.zstd"
+    bad.parent.mkdir()
+    data = (SESSIONS / "a_reasoning_loop" / "session" / "session.v4.jsonl.zstd").read_bytes()
+    bad.write_bytes(data[:200] + b"\0" * 50 + data[250:])
+    result = scan(tmp_path)
+    assert result.exit_code == 2
+    assert "session-d9cac7dd" in result.stdout
+    assert f"error: {bad}" in result.stderr and "frame" in result.stderr
+
+
+def test_scan_empty_dir_exit_2(tmp_path):
+    result = scan(tmp_path)
+    assert result.exit_code == 2
+    assert f"error: {tmp_path}: no DSH session logs" in result.stderr
+
+
+def test_sessions_json_listing():
+    result = runner.invoke(app, ["sessions", "--data", str(SESSIONS), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(x) for x in result.stdout.splitlines()]
+    assert len(rows) == 13
+    times = [r["lastEventTime"] for r in rows]
+    assert times == sorted(times, reverse=True)
+    i2 = next(r for r in rows if r["id"].startswith("session-45661e3f"))
+    assert i2["turns"] == 3 and i2["title"] == "Fake session title" and not i2["lockedByDsh"]
+    assert i2["cwd"] == "/home/ana/proj"
+
+
+def test_sessions_table_shows_project_decoded_from_key(tmp_path):
+    session_dir = tmp_path / "sessions" / "--home-My~0020Proj--" / "s1"
+    shutil.copytree(SESSIONS / "g_healthy_long_answer" / "session", session_dir)
+    result = runner.invoke(app, ["sessions", "--data", str(tmp_path / "sessions")])
+    assert result.exit_code == 0
+    assert "home-My Proj" in result.stdout and "Fake session title" in result.stdout
+
+
+def test_sessions_uses_dsh_home(tmp_path, monkeypatch):
+    shutil.copytree(
+        SESSIONS / "k_python_sdk_run" / "session", tmp_path / "sessions" / "--p--" / "x"
+    )
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    result = runner.invoke(app, ["sessions", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["id"] == "session-1cea1e2b256e46ce8db61b4692cf5345"
