@@ -1,0 +1,561 @@
+"""The rescue engine on real corpus texts, fed event by event (no I/O)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import pytest
+from tests.paths import CORPUS
+
+from looprescue.config import LoopRescueConfig, load_config
+from looprescue.detect import scan_text
+from looprescue.rescue.conversation import ConversationState
+from looprescue.rescue.engine import RescueEngine, applies_to
+from looprescue.rescue.events import (
+    AuditRecord,
+    BlockStarted,
+    BlockStopped,
+    CloseUpstream,
+    EmitBlockStart,
+    EmitBlockStop,
+    EmitDelta,
+    EmitError,
+    EmitFinish,
+    EmitMarker,
+    EmitMessageStart,
+    EmitSignature,
+    FinishReported,
+    MessageEnded,
+    MessageStarted,
+    ReasoningDelta,
+    ResumeTimedOut,
+    SignatureDelta,
+    StartResume,
+    TextDelta,
+    ToolArgsDelta,
+    UpstreamFailed,
+    Usage,
+    UsageReported,
+)
+
+REQUEST = {
+    "model": "deepseek-flash",
+    "stream": True,
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "Explain the loader."}]}],
+    "dsh_session_log": {"version": 1, "events": []},
+    "dsh_plugin_packages": {"version": 1, "packages": []},
+}
+
+
+@cache
+def corpus() -> tuple[dict[str, Any], ...]:
+    with CORPUS.open(encoding="utf-8") as handle:
+        return tuple(json.loads(line) for line in handle if line.strip())
+
+
+def record(record_id: str) -> dict[str, Any]:
+    return next(r for r in corpus() if r["id"] == record_id)
+
+
+def detected_loops() -> list[dict[str, Any]]:
+    """Corpus loop records the detector confirms on the whole text."""
+    return [r for r in corpus() if r["label"] == "loop" and scan_text(r["text"], r["channel"])]
+
+
+def normal_records() -> list[dict[str, Any]]:
+    return [r for r in corpus() if r["label"] == "normal"]
+
+
+def chunks(text: str, seed: int, low: int = 1, high: int = 9) -> list[str]:
+    rng = random.Random(seed)
+    out, position = [], 0
+    while position < len(text):
+        size = rng.randint(low, high)
+        out.append(text[position : position + size])
+        position += size
+    return out
+
+
+@dataclass
+class Script:
+    """One upstream response, as engine events."""
+
+    reasoning: str = ""
+    text: str = ""
+    tools: Sequence[tuple[str, str, str]] = ()  # (id, name, arguments json)
+    signature: str | None = "sig-1"
+    seed: int = 0
+    stop: str = "end_turn"
+    output_tokens: int = 7
+
+    def events(self, message_id: str = "msg_1") -> list[Any]:
+        events: list[Any] = [MessageStarted(message_id, "deepseek-flash", Usage(176, 0, 1024, 0))]
+        index = 0
+        if self.reasoning:
+            events.append(BlockStarted(index, "reasoning"))
+            events += [ReasoningDelta(index, p) for p in chunks(self.reasoning, self.seed)]
+            if self.signature:
+                events.append(SignatureDelta(index, self.signature))
+            events.append(BlockStopped(index))
+            index += 1
+        if self.text:
+            events.append(BlockStarted(index, "text"))
+            events += [TextDelta(index, p) for p in chunks(self.text, self.seed + 1)]
+            events.append(BlockStopped(index))
+            index += 1
+        for tool_id, name, arguments in self.tools:
+            events.append(BlockStarted(index, "tool_call", tool_id, name))
+            events += [ToolArgsDelta(index, p) for p in chunks(arguments, self.seed + 2)]
+            events.append(BlockStopped(index))
+            index += 1
+        reason = {"end_turn": "stop", "tool_use": "tool_calls"}.get(self.stop, "other")
+        events += [
+            UsageReported(Usage(output_tokens=self.output_tokens)),
+            FinishReported(reason, self.stop),  # type: ignore[arg-type]
+            MessageEnded(),
+        ]
+        return events
+
+
+@dataclass
+class Run:
+    items: list[Any] = field(default_factory=list)
+    resumes: list[StartResume] = field(default_factory=list)
+    closes: int = 0
+    audit: list[AuditRecord] = field(default_factory=list)
+
+    def client(self) -> list[Any]:
+        return [
+            i for i in self.items if not isinstance(i, CloseUpstream | StartResume | AuditRecord)
+        ]
+
+    def content(self, kind: str, markers: bool = False) -> str:
+        types = (EmitDelta, EmitMarker) if markers else (EmitDelta,)
+        return "".join(i.text for i in self.items if isinstance(i, types) and i.kind == kind)
+
+    def markers(self) -> list[EmitMarker]:
+        return [i for i in self.items if isinstance(i, EmitMarker)]
+
+    def finishes(self) -> list[EmitFinish]:
+        return [i for i in self.items if isinstance(i, EmitFinish)]
+
+
+def run(
+    engine: RescueEngine, first: Iterable[Any], continuations: Sequence[Iterable[Any]] = ()
+) -> Run:
+    """Drive the engine like an adapter: stop feeding a stream when told to close it, and feed
+    the next scripted continuation when a resume starts."""
+    result = Run()
+    pending = list(continuations)
+    stream: Iterable[Any] | None = first
+    while stream is not None:
+        current, stream = stream, None
+        for event in current:
+            out = engine.feed(event)
+            result.items += out
+            result.audit += [o for o in out if isinstance(o, AuditRecord)]
+            if any(isinstance(o, CloseUpstream) for o in out):
+                result.closes += 1
+            resumes = [o for o in out if isinstance(o, StartResume)]
+            if resumes:
+                result.resumes += resumes
+                stream = pending.pop(0) if pending else None
+                break
+            if any(isinstance(o, CloseUpstream) for o in out) or engine.done:
+                break
+    return result
+
+
+def engine_for(config: LoopRescueConfig | None = None, **kwargs: Any) -> RescueEngine:
+    return RescueEngine(config or LoopRescueConfig(), "anthropic", REQUEST, **kwargs)
+
+
+def check_well_formed(result: Run) -> None:
+    """One message start, blocks opened once and closed once in order, one terminal item."""
+    client = result.client()
+    assert isinstance(client[0], EmitMessageStart)
+    assert sum(isinstance(i, EmitMessageStart) for i in client) == 1
+    terminal = [i for i in client if isinstance(i, EmitFinish | EmitError)]
+    assert len(terminal) == 1 and client[-1] is terminal[0]
+    opened: list[int] = []
+    open_now: set[int] = set()
+    for item in client:
+        if isinstance(item, EmitBlockStart):
+            assert item.index not in opened
+            opened.append(item.index)
+            open_now.add(item.index)
+        elif isinstance(item, EmitDelta | EmitMarker | EmitSignature):
+            assert item.index in open_now
+        elif isinstance(item, EmitBlockStop):
+            assert item.index in open_now
+            open_now.remove(item.index)
+    assert opened == list(range(len(opened)))
+    if isinstance(terminal[0], EmitFinish):
+        assert not open_now  # an in-band error may end the stream inside a block
+
+
+# --------------------------------------------------------------------------- healthy streams
+
+
+@pytest.mark.parametrize("rec", normal_records(), ids=lambda r: r["id"])
+def test_healthy_corpus_text_passes_unchanged(rec: dict[str, Any]) -> None:
+    script = Script(
+        reasoning=rec["text"] if rec["channel"] == "reasoning" else "Let me think.",
+        text=rec["text"] if rec["channel"] == "text" else "Here it is.",
+        tools=[("toolu_1", "read", '{"file_path": "a.txt"}')],
+        stop="tool_use",
+    )
+    engine = engine_for()
+    result = run(engine, script.events())
+    check_well_formed(result)
+    assert result.content("reasoning") == script.reasoning
+    assert result.content("text") == script.text
+    assert result.content("tool_call") == '{"file_path": "a.txt"}'
+    assert not result.markers() and not result.resumes and result.closes == 0
+    assert [i.signature for i in result.items if isinstance(i, EmitSignature)] == ["sig-1"]
+    (finish,) = result.finishes()
+    assert finish.raw_reason == "tool_use" and finish.usage.output_tokens == 7
+    assert engine.stats.detections == 0 and engine.stats.released_chars == len(
+        script.reasoning + script.text
+    )
+
+
+def test_text_is_released_as_soon_as_the_detector_clears_it() -> None:
+    """Plain prose is not held back: after each delta, nearly everything fed is out."""
+    prose = record("N01_llm-interactive-proxy_cme-answer-no-loop")["text"]
+    engine = engine_for()
+    engine.feed(MessageStarted("m", "x"))
+    engine.feed(BlockStarted(0, "text"))
+    fed = released = 0
+    lags = []
+    for piece in chunks(prose, 3):
+        out = engine.feed(TextDelta(0, piece))
+        fed += len(piece)
+        released += sum(len(i.text) for i in out if isinstance(i, EmitDelta))
+        lags.append(fed - released)
+    assert released + lags[-1] == len(prose)
+    assert max(lags) == engine.stats.max_held_chars
+    assert max(lags) < len(prose) // 10
+
+
+# --------------------------------------------------------------------------- loops
+
+
+@pytest.mark.parametrize("rec", detected_loops(), ids=lambda r: r["id"])
+def test_loop_is_pruned_and_resumed_without_leaking(rec: dict[str, Any]) -> None:
+    (hit,) = scan_text(rec["text"], rec["channel"])
+    loop_in_reasoning = rec["channel"] == "reasoning"
+    script = Script(
+        reasoning=rec["text"] if loop_in_reasoning else "I will answer.",
+        text=rec["text"] if not loop_in_reasoning else "Never sent.",
+    )
+    continuation = Script(reasoning="Continuing cleanly.", text="The loader merges layers.")
+    engine = engine_for()
+    result = run(engine, script.events(), [continuation.events("msg_2")])
+    check_well_formed(result)
+    channel = rec["channel"]
+    kept = result.content(channel)
+    if loop_in_reasoning:
+        assert kept == hit_prefix(rec, hit) + continuation.reasoning
+        assert result.content("text") == continuation.text
+    else:
+        assert kept == hit_prefix(rec, hit) + continuation.text
+    # No character past the prune point reached the client, per the engine's own count too.
+    assert engine.stats.leaked_loop_chars == 0
+    assert len(result.resumes) == 1 and result.closes == 1
+    (marker,) = result.markers()
+    assert "removed" in marker.text and marker.kind == channel
+    (finish,) = result.finishes()
+    assert finish.raw_reason == "end_turn"
+    # the cut attempt never reported its output tokens; the continuation's are reported
+    assert finish.usage.output_tokens == continuation.output_tokens
+
+
+def hit_prefix(rec: dict[str, Any], hit: Any) -> str:
+    return rec["text"][: hit.prune_offset]
+
+
+def test_continuation_streams_into_new_client_blocks_with_one_finish() -> None:
+    loop = record("mrwei-bleed-27361")["text"]
+    engine = engine_for()
+    result = run(
+        engine,
+        Script(reasoning=loop, text="x").events(),
+        [Script(reasoning="Fresh start.", text="Answer.", signature="sig-2").events("msg_2")],
+    )
+    check_well_formed(result)
+    starts = [(i.index, i.kind) for i in result.items if isinstance(i, EmitBlockStart)]
+    assert starts == [(0, "reasoning"), (1, "reasoning"), (2, "text")]
+    # the pruned block carries no signature; the continuation's own block keeps its own
+    assert [(i.index, i.signature) for i in result.items if isinstance(i, EmitSignature)] == [
+        (1, "sig-2")
+    ]
+    assert sum(isinstance(i, EmitMessageStart) for i in result.items) == 1
+
+
+def test_resume_request_is_the_original_plus_kept_work_and_a_correction() -> None:
+    rec = record("L19_llm-interactive-proxy_cme-sentence-loop")
+    (hit,) = scan_text(rec["text"], "text")
+    engine = engine_for()
+    result = run(engine, Script(reasoning="Plan: answer.", text=rec["text"]).events(), [])
+    (resume,) = result.resumes
+    body = resume.body
+    assert "dsh_session_log" not in body and "dsh_plugin_packages" not in body
+    messages = body["messages"]
+    assert messages[0] == REQUEST["messages"][0]
+    assert messages[1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": rec["text"][: hit.prune_offset]}],
+    }
+    correction = messages[2]["content"][0]["text"]
+    unit = " ".join(rec["text"][hit.loop_start : hit.prune_offset].split())[:100]
+    assert unit in correction
+    assert "without repeating" in correction
+    assert "check the current state of the workspace" in correction
+    assert "Plan: answer." in correction  # kept reasoning is quoted
+    assert engine.conversation.consecutive_rescues == 0  # not finished yet
+    assert resume.attempt == 1
+
+
+def test_cut_mode_prunes_and_finishes_without_resuming() -> None:
+    rec = record("mrwei-bleed-27438")
+    (hit,) = scan_text(rec["text"], "reasoning")
+    engine = engine_for(load_config(None, {"mode": "cut"}))
+    result = run(engine, Script(reasoning=rec["text"], text="unused").events())
+    check_well_formed(result)
+    assert not result.resumes and result.closes == 1
+    assert result.content("reasoning") == rec["text"][: hit.prune_offset]
+    assert result.finishes()[0].reason == "stop"
+    assert engine.stats.cuts == 1 and engine.stats.rescues == 0
+
+
+def test_observe_mode_passes_everything_and_records_the_detection() -> None:
+    rec = record("mrwei-bleed-27438")
+    engine = engine_for(load_config(None, {"mode": "observe"}))
+    result = run(engine, Script(reasoning=rec["text"], text="answer").events())
+    check_well_formed(result)
+    assert result.content("reasoning") == rec["text"]
+    assert result.content("text") == "answer"
+    assert engine.stats.max_held_chars == 0
+    (detection,) = [a for a in result.audit if a.kind == "detection"]
+    assert detection.data["rule"] == "pool" and detection.data["loop_text"]
+    assert not result.resumes and result.closes == 0
+
+
+def test_marker_off_and_all_loop_block_never_opens_an_empty_block() -> None:
+    loop = record("L11_sglang-12824_bos-token-loop")["text"]
+    (hit,) = scan_text(loop, "reasoning")
+    assert hit.prune_offset > 0
+    engine = engine_for(load_config(None, {"marker": False, "mode": "cut"}))
+    result = run(engine, Script(reasoning=loop[hit.prune_offset :]).events())
+    check_well_formed(result)
+    # whatever was kept is exactly a prefix; no marker; no empty block was opened
+    starts = [i for i in result.items if isinstance(i, EmitBlockStart)]
+    for start in starts:
+        assert any(isinstance(i, EmitDelta) and i.index == start.index for i in result.items)
+    assert not result.markers()
+
+
+def test_watch_text_lets_a_reasoning_loop_through() -> None:
+    rec = record("mrwei-bleed-27438")
+    engine = engine_for(load_config(None, {"watch": "text"}))
+    result = run(engine, Script(reasoning=rec["text"], text="answer").events())
+    assert result.content("reasoning") == rec["text"] and not result.resumes
+
+
+def test_chinese_conversation_gets_a_chinese_marker() -> None:
+    rec = record("mrwei-bleed-27361")
+    engine = RescueEngine(LoopRescueConfig(), "anthropic", REQUEST, lang="zh")
+    result = run(engine, Script(reasoning=rec["text"]).events(), [Script(text="好").events()])
+    (marker,) = result.markers()
+    assert "已删除" in marker.text and "重复推理" in marker.text
+    assert "重复" in result.resumes[0].body["messages"][-1]["content"][-1]["text"]
+
+
+# --------------------------------------------------------------------------- caps and counters
+
+
+def test_consecutive_rescue_cap_cuts_with_a_visible_note() -> None:
+    state = ConversationState(consecutive_rescues=3)
+    rec = record("mrwei-bleed-27438")
+    engine = engine_for(conversation=state)
+    result = run(engine, Script(reasoning=rec["text"]).events())
+    check_well_formed(result)
+    assert not result.resumes and engine.stats.cap_stops == 1
+    note = result.markers()[-1]
+    assert note.kind == "text" and "3 automatic resumes" in note.text
+    assert state.consecutive_rescues == 3  # a looping response does not reset the count
+
+
+def test_rescue_counts_accumulate_and_a_normal_response_resets_them() -> None:
+    state = ConversationState()
+    loop = record("mrwei-bleed-27438")["text"]
+    for expected in (1, 2, 3):
+        run(
+            engine_for(conversation=state),
+            Script(reasoning=loop).events(),
+            [Script(text="ok").events()],
+        )
+        assert state.consecutive_rescues == expected
+    result = run(engine_for(conversation=state), Script(reasoning=loop).events())
+    assert not result.resumes  # capped
+    run(engine_for(conversation=state), Script(text="A normal answer.").events())
+    assert state.consecutive_rescues == 0
+
+
+def test_a_loop_inside_the_continuation_is_rescued_again_until_the_cap() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    state = ConversationState()
+    engine = engine_for(load_config(None, {"maxConsecutiveRescues": 2}), conversation=state)
+    result = run(engine, Script(reasoning=loop).events(), [Script(reasoning=loop).events()] * 3)
+    check_well_formed(result)
+    assert len(result.resumes) == 2 and engine.stats.cap_stops == 1
+    assert [r.attempt for r in result.resumes] == [1, 2]
+    assert state.consecutive_rescues == 2
+    assert engine.stats.leaked_loop_chars == 0
+
+
+def test_retry_overrides_apply_to_the_first_retry_requests() -> None:
+    config = load_config(
+        None, {"retryTemperature": 0.3, "retryReasoningEffort": "high", "retryRequests": 2}
+    )
+    state = ConversationState()
+    loop = record("mrwei-bleed-27438")["text"]
+    result = run(engine_for(config, conversation=state), Script(reasoning=loop).events(), [])
+    body = result.resumes[0].body
+    assert body["temperature"] == 0.3 and body["output_config"] == {"effort": "high"}
+    assert state.retry_requests_left == 1  # one more client request gets them
+    assert state.take_retry_request() and not state.take_retry_request()
+
+
+def test_no_overrides_configured_leaves_sampling_unchanged() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    result = run(engine_for(), Script(reasoning=loop).events(), [])
+    body = result.resumes[0].body
+    assert "temperature" not in body and "output_config" not in body
+
+
+def test_stall_streak_counts_reasoning_only_responses() -> None:
+    state = ConversationState()
+    config = load_config(None, {"stallMinReasoningChars": 10, "stallCalls": 2})
+    thinking = "I am thinking about the layers and what they do."
+    run(engine_for(config, conversation=state), Script(reasoning=thinking).events())
+    assert state.stall_streak == 1 and not state.take_stall_nudge(2)
+    run(engine_for(config, conversation=state), Script(reasoning=thinking).events())
+    assert state.take_stall_nudge(2) and state.stall_streak == 0
+    run(engine_for(config, conversation=state), Script(reasoning=thinking, text="ok").events())
+    assert state.stall_streak == 0
+    assert not ConversationState(stall_streak=9).take_stall_nudge(0)
+
+
+# --------------------------------------------------------------------------- tool calls
+
+
+def test_loop_while_a_tool_call_is_open_is_pruned_at_the_end_not_cut() -> None:
+    """OpenAI-style interleaving: a tool call is streaming while the text loops."""
+    loop = record("L19_llm-interactive-proxy_cme-sentence-loop")["text"]
+    (hit,) = scan_text(loop, "text")
+    engine = engine_for()
+    events: list[Any] = [
+        MessageStarted("m", "x"),
+        BlockStarted(0, "tool_call", "call_1", "bash"),
+        ToolArgsDelta(0, '{"command":'),
+        BlockStarted(1, "text"),
+        *[TextDelta(1, p) for p in chunks(loop, 5)],
+        ToolArgsDelta(0, ' "ls"}'),
+        BlockStopped(1),
+        BlockStopped(0),
+        FinishReported("tool_calls", "tool_calls"),
+        MessageEnded(),
+    ]
+    result = run(engine, events)
+    check_well_formed(result)
+    assert result.closes == 0 and not result.resumes
+    assert result.content("tool_call") == '{"command": "ls"}'
+    assert result.content("text") == loop[: hit.prune_offset]
+    (marker,) = result.markers()
+    assert f"{len(loop) - hit.prune_offset} chars" in marker.text
+    assert result.finishes()[0].raw_reason == "tool_calls"
+    assert engine.stats.deferred_prunes == 1 and engine.stats.leaked_loop_chars == 0
+
+
+def test_loop_after_a_finished_tool_call_cuts_and_finishes_with_tool_use() -> None:
+    loop = record("L19_llm-interactive-proxy_cme-sentence-loop")["text"]
+    engine = engine_for()
+    events: list[Any] = [
+        MessageStarted("m", "x"),
+        BlockStarted(0, "tool_call", "toolu_1", "read"),
+        ToolArgsDelta(0, '{"file_path": "a"}'),
+        BlockStopped(0),
+        BlockStarted(1, "text"),
+        *[TextDelta(1, p) for p in chunks(loop, 5)],
+        BlockStopped(1),
+        MessageEnded(),
+    ]
+    result = run(engine, events)
+    check_well_formed(result)
+    assert result.closes == 1 and not result.resumes
+    assert result.finishes()[0].reason == "tool_calls"
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_resume_timeout_ends_cleanly_with_a_note() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    engine = engine_for()
+    result = run(engine, Script(reasoning=loop).events(), [[ResumeTimedOut(300000)]])
+    check_well_formed(result)
+    assert "300000 ms" in result.markers()[-1].text
+    assert engine.stats.resume_failures == 1
+
+
+def test_resume_http_error_ends_cleanly_with_a_note() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    engine = engine_for()
+    failure = UpstreamFailed("http", "overloaded", status=503)
+    result = run(engine, Script(reasoning=loop).events(), [[failure]])
+    check_well_formed(result)
+    assert "HTTP 503" in result.markers()[-1].text
+
+
+def test_upstream_failure_mid_stream_is_an_error_and_held_text_is_not_released() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    events = Script(reasoning=loop).events()[:12]
+    engine = engine_for()
+    result = run(engine, [*events, UpstreamFailed("transport", "connection closed")])
+    check_well_formed(result)
+    assert isinstance(result.client()[-1], EmitError)
+    released = result.content("reasoning")
+    fed = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    assert fed.startswith(released) and len(released) <= len(fed)
+
+
+def test_content_before_message_start_is_a_malformed_stream() -> None:
+    engine = engine_for()
+    (item,) = engine.feed(TextDelta(0, "hi"))
+    assert isinstance(item, EmitError) and item.kind == "malformed" and engine.done
+    assert engine.feed(MessageEnded()) == []
+
+
+def test_stale_events_after_a_cut_are_ignored() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    engine = engine_for()
+    events = Script(reasoning=loop).events()
+    result = run(engine, events, [])
+    assert engine.state == "resuming"
+    for event in events[-5:]:
+        assert engine.feed(event) == []
+    assert len(result.resumes) == 1
+
+
+def test_model_filter_globs() -> None:
+    config = load_config(None, {"models": ["deepseek-*", "qwen3"]})
+    assert applies_to(config, "deepseek-flash") and applies_to(config, "qwen3")
+    assert not applies_to(config, "gpt-4o") and not applies_to(config, None)
+    assert applies_to(LoopRescueConfig(), "anything")
