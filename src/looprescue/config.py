@@ -37,6 +37,9 @@ class DetectorConfig(_Strict):
     # it needs more copies before it fires.
     counterMinRepeats: float = Field(5.0, ge=2.0, le=1000)
     counterMinChars: int = Field(900, ge=16, le=10_000_000)
+    # A counter loop changes one number per copy (maybe shown twice); a log or a table of
+    # measurements changes many, and is not a loop.
+    counterMaxChangingNumbers: int = Field(2, ge=1, le=1000)
     # paragraph: a long paragraph re-emitted verbatim (loops whose period is too long to show
     # three copies soon).
     paragraphMinChars: int = Field(280, ge=40, le=1_000_000)

@@ -6,7 +6,7 @@ from looprescue.detect.text import DIGIT_MASK
 
 
 class TextWindow:
-    """The last ``keep`` chars of a channel (plus not-yet-joined deltas).
+    """The text of a channel from ``keep`` chars before the last checkpoint on.
 
     Deltas are only collected on ``append``; ``sync`` joins them when a rule needs the text, so
     a tiny delta costs a list append. Trimming happens in blocks, so the copy it costs is paid
@@ -29,18 +29,24 @@ class TextWindow:
         self.end += len(delta)
 
     def sync(self) -> None:
+        """Join the deltas received since the last call into the held text."""
         if not self._pending:
             return
         new = "".join(self._pending)
         self._pending.clear()
-        raw = self.raw + new
-        masked = self.masked + new.translate(DIGIT_MASK)
-        excess = len(raw) - self.keep
+        self.raw += new
+        self.masked += new.translate(DIGIT_MASK)
+
+    def trim(self, done: int) -> None:
+        """Forget text more than ``keep`` chars behind ``done`` (the offset rules have reached).
+
+        Rules never look further back than ``keep`` from the checkpoint they run at, so what
+        they see does not depend on when trimming happened (i.e. on the chunking)."""
+        excess = done - self.keep - self.base
         if excess > self.slack:
-            raw = raw[excess:]
-            masked = masked[excess:]
+            self.raw = self.raw[excess:]
+            self.masked = self.masked[excess:]
             self.base += excess
-        self.raw, self.masked = raw, masked
 
     def slice(self, start: int, stop: int) -> str:
         """Raw text between two absolute offsets (clipped to what is still held)."""

@@ -28,6 +28,7 @@ class ChannelDetector:
         # searched one period back) plus room for a paragraph probe.
         keep = 2 * cfg.cycleMaxPeriod + cfg.paragraphMinChars + 4 * STRIDE
         self._win = TextWindow(keep)
+        self.horizon = keep
         self._periodic = PeriodicRule(channel, cfg, cfg.codeFenceFactor if structural else 1.0)
         self._pool = PoolRule(channel, cfg)
         self._lines = LinesRule(channel, cfg)
@@ -72,6 +73,7 @@ class ChannelDetector:
                 break
             self.hit = self._checkpoint(checkpoint, last)
             self._done = checkpoint
+        win.trim(self._done)
         return self.hit
 
     def _checkpoint(self, cp: int, final: bool) -> Hit | None:

@@ -22,8 +22,10 @@ SentenceSink = Callable[[str, int, int], Hit | None]
 LineSink = Callable[[str, int, int], Hit | None]
 LineStartSink = Callable[[int], None]
 
-# Stands in for a sentence whose start is no longer held (far longer than any phrase).
-SCROLLED_OUT = "x" * 256
+# Units longer than this are judged by their length alone (never a phrase or a short line),
+# which keeps decisions independent of how much old text happens to be held.
+LONG_UNIT = 4096
+LONG_SENTENCE = "x" * 256  # stands in for such a sentence: long, so it breaks phrase streaks
 
 
 class Segmenter:
@@ -63,16 +65,17 @@ class Segmenter:
 
     def _line_kind_at(self, win: TextWindow, upto: int) -> LineKind:
         if self._line_kind is None:
-            self._line_kind = classify_line(win.slice(self.line_from, upto).strip())
+            if upto - self.line_from > LONG_UNIT:
+                self._line_kind = LineKind.PROSE
+            else:
+                self._line_kind = classify_line(win.slice(self.line_from, upto).strip())
         return self._line_kind
 
     def _boundary(self, win: TextWindow, end: int, newline: bool) -> Hit | None:
         hit = None
-        if self.sentence_from < win.base:
-            # The start scrolled out of the window: a sentence that long is never a phrase,
-            # but it still has to break phrase streaks.
+        if end - self.sentence_from > LONG_UNIT:
             if self._counts_in_context(win, end):
-                hit = self._on_sentence(SCROLLED_OUT, self.sentence_from, end)
+                hit = self._on_sentence(LONG_SENTENCE, self.sentence_from, end)
         else:
             raw_sentence = win.slice(self.sentence_from, end)
             text = raw_sentence.strip()
@@ -91,15 +94,16 @@ class Segmenter:
         return not self.in_fence and self._line_kind_at(win, end) not in _STRUCTURAL
 
     def _end_line(self, win: TextWindow, end: int) -> Hit | None:
-        raw_line = win.slice(self.line_from, end - 1)
+        line_from = max(self.line_from, end - 1 - LONG_UNIT)
+        raw_line = win.slice(line_from, end - 1)
         line = raw_line.strip()
-        kind = classify_line(line)
+        kind = classify_line(line) if line_from == self.line_from else LineKind.PROSE
         hit = None
         counted = kind not in (LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE) and not (
             self._structural and (self.in_fence or kind in _STRUCTURAL)
         )
-        if counted and self.line_from >= win.base:
-            start = self.line_from + len(raw_line) - len(raw_line.lstrip())
+        if counted:
+            start = line_from + len(raw_line) - len(raw_line.lstrip())
             hit = self._on_line(line, start, end)
         if kind is LineKind.FENCE:
             self.in_fence = not self.in_fence

@@ -59,7 +59,8 @@ class ParagraphRule:
             probe = raw[begin : begin + need]
             if not _is_prose(probe):
                 continue
-            found = raw.rfind(probe, max(0, begin - self._max_lag), begin)
+            horizon = max(0, cp - win.keep - base)
+            found = raw.rfind(probe, max(horizon, begin - self._max_lag), begin)
             if found >= 0:
                 return Hit(
                     rule="paragraph",

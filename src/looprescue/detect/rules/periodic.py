@@ -13,6 +13,7 @@ where the second copy begins, which is the prune point (the first copy is kept).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from looprescue.config import DetectorConfig
@@ -28,6 +29,9 @@ PROBE = 24
 MAX_CANDIDATES = 8
 # Older occurrences of the probe tried per checkpoint, to get past repeats inside one unit.
 MAX_OCCURRENCES = 8
+# Consecutive copies compared when judging whether a digit-masked run is a counter.
+COUNTER_COPIES_CHECKED = 4
+_NUMBER = re.compile(r"\d+")
 
 
 @dataclass(slots=True)
@@ -45,9 +49,10 @@ def _last_mismatch(a: str, b: str) -> int:
     return -1
 
 
-def _run_length(text: str, end: int, lag: int, known: int) -> int:
-    """Longest L >= known with text[end-L:end] == text[end-L-lag:end-lag] (galloping search)."""
-    limit = end - lag  # cannot look before the start of the window
+def _run_length(text: str, end: int, lag: int, known: int, floor: int) -> int:
+    """Longest L >= known with text[end-L:end] == text[end-L-lag:end-lag], looking no further
+    back than ``floor`` (galloping search, so a long run costs O(L log L) once)."""
+    limit = end - lag - floor
     lo = min(known, limit)
     hi = lo
     step = max(lo, PROBE)
@@ -115,6 +120,7 @@ class PeriodicRule:
         if b < PROBE + cfg.cycleMinPeriod:
             return
         probe = masked[b - PROBE : b]
+        floor = max(0, cp - win.keep - base)  # the horizon: never depends on trimming
         lo = max(0, b - PROBE - cfg.cycleMaxPeriod)
         hi = b - cfg.cycleMinPeriod  # an occurrence must end at least one minimal period back
         for _ in range(MAX_OCCURRENCES):
@@ -125,8 +131,8 @@ class PeriodicRule:
             lag = b - PROBE - j
             if lag in self._runs:
                 continue
-            m_len = _run_length(masked, b, lag, PROBE)
-            e_len = _run_length(raw, b, lag, 0) if raw[b - 1] == raw[b - 1 - lag] else 0
+            m_len = _run_length(masked, b, lag, PROBE, floor)
+            e_len = _run_length(raw, b, lag, 0, floor) if raw[b - 1] == raw[b - 1 - lag] else 0
             self._runs[lag] = _Run(lag, cp - m_len, cp - min(e_len, m_len))
             if len(self._runs) > MAX_CANDIDATES:
                 weakest = min(self._runs.values(), key=lambda r: cp - r.masked_from)
@@ -153,6 +159,7 @@ class PeriodicRule:
                     run.masked_from < run.exact_from
                     and masked_chars >= cfg.counterMinChars * factor
                     and masked_chars >= cfg.counterMinRepeats * lag
+                    and self._counts_like_a_counter(win, cp, lag)
                 ):
                     hit = self._hit(win, "counter", run.masked_from, lag, cp)
                 else:
@@ -160,6 +167,19 @@ class PeriodicRule:
             if best is None or hit.prune_offset < best.prune_offset:
                 best = hit
         return best
+
+    def _counts_like_a_counter(self, win: TextWindow, cp: int, lag: int) -> bool:
+        """Whether the last copies differ in at most a couple of numbers each."""
+        limit = self._cfg.counterMaxChangingNumbers
+        newer = _NUMBER.findall(win.slice(cp - lag, cp))
+        # stay within the horizon, so the answer never depends on how much old text is held
+        copies = min(COUNTER_COPIES_CHECKED, win.keep // lag - 1)
+        for k in range(1, copies + 1):
+            older = _NUMBER.findall(win.slice(cp - (k + 1) * lag, cp - k * lag))
+            if sum(a != b for a, b in zip(newer, older)) > limit:
+                return False
+            newer = older
+        return True
 
     def _hit(self, win: TextWindow, rule: str, second_copy: int, lag: int, cp: int) -> Hit:
         first_copy = second_copy - lag

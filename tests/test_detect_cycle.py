@@ -1,0 +1,92 @@
+"""Rules cycle and counter: verbatim and digit-masked periodic tails."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+from tests.detect_helpers import stream
+
+from looprescue.config import DetectorConfig
+from looprescue.detect import scan_text
+
+PREAMBLE = (
+    "The failing test builds the session header before the lock is taken, so a second "
+    "writer can slip in between. I will move the header write after the flock call.\n"
+)
+
+
+def _unit(length: int) -> str:
+    """A word-like unit of exactly ``length`` chars, no digits, no internal repeats."""
+    rng = random.Random(length)
+    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
+             for _ in range(length)]
+    text = " ".join(words)[: length - 1] + "\n"
+    assert len(text) == length
+    return text
+
+
+@pytest.mark.parametrize("period", [16, 89, 121, 235, 974, 4000])
+def test_cycle_fires_on_each_period_in_range_and_prunes_at_second_copy(period):
+    unit = _unit(period)
+    copies = max(4, -(-700 // period) + 1)
+    text = PREAMBLE + unit * copies
+    hit = stream(text, "text", sizes=(2, 5, 3))
+    assert hit is not None and hit.rule == "cycle"
+    assert hit.period == period
+    # the first copy is kept whole, everything from the second copy on is loop text
+    assert hit.prune_offset == len(PREAMBLE) + period
+    assert text[: hit.prune_offset].endswith(unit)
+    assert hit.repeats >= 3
+
+
+def test_cycle_needs_three_copies_and_600_chars():
+    unit = _unit(150)
+    assert scan_text(PREAMBLE + unit * 2, "reasoning") == []  # two copies are not a loop
+    short = _unit(40)
+    # 3 copies of 40 chars = 120 chars: below the 600-char minimum
+    assert scan_text(PREAMBLE + short * 3 + "Then I ran the tests and they passed.", "reasoning") == []
+    hit = stream(PREAMBLE + short * 20, "reasoning")
+    assert hit is not None and hit.fired_at - hit.loop_start >= 600
+
+
+def test_period_above_the_configured_maximum_is_not_a_cycle_unless_raised():
+    unit = _unit(4100)
+    text = PREAMBLE + unit * 3
+    assert scan_text(text, "text") == []
+    config = DetectorConfig(cycleMaxPeriod=5000)
+    hits = scan_text(text, "text", config)
+    assert hits and hits[0].rule == "cycle" and hits[0].period == 4100
+
+
+def test_single_char_degeneration_is_caught_through_a_multiple_period():
+    text = "Here is a simple example of Java Junit" + "o" * 800
+    hit = stream(text, "text")
+    assert hit is not None and hit.rule == "cycle"
+    assert hit.period == 16  # the smallest period in range that the run repeats with
+
+
+def test_counter_loop_only_matches_with_digits_masked():
+    body = "tell me something about you? <|im_end|>\n<|im_start|>assistant"
+    text = "".join(f"{body}{n}\n" for n in range(50, 99))
+    hit = stream(text, "text")
+    assert hit is not None and hit.rule == "counter"
+    assert hit.period == len(body) + 3
+
+
+def test_counter_needs_more_copies_than_an_exact_cycle():
+    body = "Step {n}: check the lock file, then retry the write once more.\n"
+    four = "".join(body.format(n=n) for n in range(10, 14))
+    assert scan_text(PREAMBLE + four, "text") == []
+    many = "".join(body.format(n=n) for n in range(10, 40))
+    hits = scan_text(PREAMBLE + many, "text")
+    assert hits and hits[0].rule == "counter" and hits[0].repeats >= 5
+
+
+def test_cycle_evidence_shows_the_unit():
+    unit = "Now emit the grep call for the cleanup handler and then the retry loop\n"
+    hit = stream(PREAMBLE + unit * 20, "reasoning")
+    assert hit is not None
+    assert hit.rule == "cycle"
+    assert "Now emit the grep call" in hit.evidence

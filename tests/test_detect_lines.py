@@ -1,0 +1,60 @@
+"""Rule lines: short lines that keep duplicating, confirmed by a second window."""
+
+from __future__ import annotations
+
+import random
+
+from looprescue.config import DetectorConfig
+from looprescue.detect import scan_text
+from looprescue.detect.rules.lines import LinesRule
+
+SHORT_LINES = [f"check {name}" for name in (
+    "lock", "header", "frames", "seq", "tail", "backup", "undo", "marker", "title", "turns",
+    "steps", "tools", "jobs", "retry", "usage", "stream", "blocks", "ids", "time", "cwd",
+)]
+
+
+def _feed(rule: LinesRule, lines: list[str], offset: int = 0):
+    """Feed lines to the rule; return (hit, index of the line that fired)."""
+    for index, line in enumerate(lines):
+        hit = rule.on_line(line, offset, offset + len(line) + 1)
+        offset += len(line) + 1
+        if hit is not None:
+            return hit, index
+    return None, None
+
+
+def test_warning_then_confirmation_fifty_lines_later():
+    rng = random.Random(2)
+    lines = [rng.choice(SHORT_LINES) for _ in range(300)]
+    hit, index = _feed(LinesRule("text", DetectorConfig()), lines)
+    assert hit is not None and hit.rule == "lines"
+    # the first full window (line 50) warns; a matching window >= 50 lines later confirms
+    assert 99 <= index < 120
+    assert hit.prune_offset < hit.fired_at
+
+
+def test_one_matching_window_alone_never_fires():
+    rng = random.Random(4)
+    looping = [rng.choice(SHORT_LINES) for _ in range(60)]
+    recovered = [f"the {w} stage finished and wrote its report" for w in range(200)]
+    hit, _ = _feed(LinesRule("text", DetectorConfig()), looping + recovered)
+    assert hit is None
+
+
+def test_long_lines_do_not_count_as_short_line_repetition():
+    rng = random.Random(6)
+    long_lines = [f"{line} and then verify the result against the stored copy" for line in SHORT_LINES]
+    hit, _ = _feed(LinesRule("text", DetectorConfig()), [rng.choice(long_lines) for _ in range(300)])
+    assert hit is None  # median length > 20: not this rule's business
+
+
+def test_symbol_only_lines_are_not_counted():
+    # A long run of separators and closing braces is structure, not a loop.
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
+    body = "".join(
+        f"the {a} part follows {b} and precedes {c}\n}}\n----\n|---|\n"
+        for a in words for b in words[:3] for c in words[4:6]
+    )
+    assert scan_text(body, "text") == []
+    assert scan_text(body, "reasoning") == []
