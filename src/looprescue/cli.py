@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "looprescue.commands.scan",
     "looprescue.commands.clean",
     "looprescue.commands.repair",
+    "looprescue.commands.proxy",
 )
 
 for _name in COMMAND_MODULES:
