@@ -3,6 +3,7 @@ DSH session logs, once over finished logs or continuously over a live one (``--f
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ def doctor_command(
 ) -> None:
     """Find detours in agent sessions: which happened, in which turn, and the events that prove
     it. Exit code 1 when any signal is found, 0 when none, 2 when input cannot be read."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         options = load_config(config).doctor
     except ConfigError as exc:
@@ -105,16 +106,19 @@ def _print_session(out: Console, session_id: str, path: Path, signals: list[Deto
     table.add_column("metric", justify="right")
     table.add_column("explanation")
     table.add_column("evidence seqs")
-    for signal in signals:
-        kind = signal.kind if signal.sub is None else f"{signal.kind} {signal.sub}"
+    for detour in signals:
         table.add_row(
-            escape(kind),
-            "session" if signal.turn is None else str(signal.turn),
-            str(signal.metric),
-            escape(signal.explanation),
-            _seqs(signal.evidence),
+            escape(_kind(detour)),
+            "session" if detour.turn is None else str(detour.turn),
+            str(detour.metric),
+            escape(detour.explanation),
+            _seqs(detour.evidence),
         )
     out.print(table)
+
+
+def _kind(detour: DetourSignal) -> str:
+    return detour.kind if detour.sub is None else f"{detour.kind} {detour.sub}"
 
 
 def _seqs(evidence: tuple[int, ...]) -> str:
@@ -140,29 +144,28 @@ def _follow(
     except SessionFormatError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_UNREADABLE
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)
     shown: set[tuple] = set()
     analysis: SessionAnalysis | None = None
 
     def show(signals: list[DetourSignal]) -> None:
-        for signal in signals:
-            if signal.key in shown:
+        for detour in signals:
+            if detour.key in shown:
                 continue  # already reported before the log was rotated or truncated
-            shown.add(signal.key)
+            shown.add(detour.key)
             if json_output:
-                typer.echo(_json_line(signal, path))
+                typer.echo(_json_line(detour, path))
             else:
-                turn = "session" if signal.turn is None else f"turn {signal.turn}"
-                kind = signal.kind if signal.sub is None else f"{signal.kind} {signal.sub}"
+                turn = "session" if detour.turn is None else f"turn {detour.turn}"
                 out.print(
-                    f"[bold]{escape(kind)}[/bold]  {turn}  metric {signal.metric}  "
-                    f"{escape(signal.explanation)}  [dim]evidence {_seqs(signal.evidence)}[/dim]"
+                    f"[bold]{escape(_kind(detour))}[/bold]  {turn}  metric {detour.metric}  "
+                    f"{escape(detour.explanation)}  [dim]evidence {_seqs(detour.evidence)}[/dim]"
                 )
             sys.stdout.flush()  # a watcher reads signals as turns end, not at exit
 
     err.print(f"following {escape(str(path))} (Ctrl-C to stop)")
-    try:
-        while True:
+    with _CtrlC() as ctrl_c:
+        while not ctrl_c.pressed:
             try:
                 update = tail.poll()
             except SessionFormatError as exc:
@@ -173,15 +176,44 @@ def _follow(
             if update.restarted:
                 analysis = None
             if update.header is not None:
-                analysis = SessionAnalysis(
-                    update.header.get("id", ""), options, header=update.header
-                )
+                session_id = str(update.header.get("id", ""))
+                analysis = SessionAnalysis(session_id, options, header=update.header)
+                err.print(f"session {escape(session_id)}")
             if analysis is not None:
                 for event in update.events:
                     show(analysis.feed(event))
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        if analysis is not None:
-            show(analysis.finish())
-        err.print("stopped")
+            ctrl_c.sleep(interval)
+    if analysis is not None:
+        show(analysis.finish())
+    err.print("stopped")
     return EXIT_SIGNALS if shown else EXIT_CLEAN
+
+
+class _CtrlC:
+    """Turns Ctrl-C into a flag checked between polls, so a batch of events is never cut in
+    half and the session-level signals of everything read so far are still printed."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous = None
+
+    def __enter__(self) -> _CtrlC:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._press)
+        except ValueError:  # not the main thread: Ctrl-C stays a KeyboardInterrupt
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        # without our handler (not the main thread) an interrupt still ends following cleanly
+        return bool(exc and exc[0] is KeyboardInterrupt)
+
+    def _press(self, signum: int, frame: object) -> None:
+        self.pressed = True
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.pressed and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
