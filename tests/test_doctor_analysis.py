@@ -208,3 +208,48 @@ def test_options_forms_and_loud_errors() -> None:
         doctor_config({"retryStormMax": 3})
     with pytest.raises(ConfigError, match=r"doctor\.toolCycleMaxWidth"):
         SessionAnalysis("s", {"toolCycleMaxWidth": 1})
+
+
+def test_documented_tool_cycle_example() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    for _ in range(3):
+        log.next_step()
+        log.tool("read", {"file_path": "a.txt"}, "int main() {}")
+        log.next_step()
+        log.tool("bash", {"command": "make"}, "error: a.txt:1: missing return; took 0.4s")
+    log.end_turn()
+    assert kinds(analyze_log(log.events, "s")) == [("tool-cycle", "cycle:read>bash", 1, 3)]
+
+
+def test_documented_prompt_bloat_example() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    log.next_step()
+    log.system("You are an agent.")
+    for tools in (10, 12, 14, 16):
+        log.request_header(tools)
+        log.assistant("", [])
+        log.next_step()
+    log.end_turn()
+    (signal,) = analyze_log(log.events, "s")
+    assert (signal.kind, signal.turn, signal.metric) == ("prompt-bloat", 1, 3)
+    headers = [e["seq"] for e in log.events if e["type"] in ("system/message", "request/header")]
+    assert signal.evidence == tuple(headers)
+
+
+def test_narration_loop_end_to_end() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    for _ in range(3):
+        log.next_step()
+        log.tool(
+            "grep",
+            {"pattern": "x"},
+            f"{_} hits",
+            text="Let me search the code base once more for it.",
+        )
+    log.end_turn()
+    signals = analyze_log(log.events, "s")
+    assert kinds(signals) == [("narration-loop", None, 1, 3)]
+    assert all(log.events[s]["type"] == "assistant/message" for s in signals[0].evidence)
