@@ -114,7 +114,8 @@ class SessionAnalysis:
     def feed(self, event: Mapping[str, Any]) -> list[DetourSignal]:
         if self._finished:
             raise RuntimeError("SessionAnalysis.feed() after finish()")
-        if not isinstance(event, Mapping):
+        # the reader yields plain dicts: test that first, the Mapping ABC check is slow
+        if type(event) is not dict and not isinstance(event, Mapping):
             return []
         kind = event.get("type")
         if not isinstance(kind, str):

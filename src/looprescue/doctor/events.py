@@ -21,7 +21,7 @@ INTERRUPTION_CODES = frozenset({"TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"})
 
 def data_of(event: Mapping[str, Any]) -> Mapping[str, Any]:
     data = event.get("data")
-    return data if isinstance(data, Mapping) else {}
+    return data if type(data) is dict or isinstance(data, Mapping) else {}
 
 
 def seq_of(event: Mapping[str, Any]) -> int | None:
