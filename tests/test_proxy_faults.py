@@ -1,0 +1,276 @@
+"""Faults through the proxy over real HTTP: upstream errors, cuts, stalls, in-band errors,
+client disconnects, failed resumes; plus pass-through, filters and per-conversation state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from tests.support.scripted_upstream import (
+    ScriptedResponse,
+    ScriptedUpstream,
+    corpus_response,
+    parse_sse,
+)
+from tests.test_proxy_http import (
+    CONTINUATION,
+    ProxyServer,
+    loop_records,
+    openai_client,
+    serve,
+    stream_anthropic,
+)
+
+from looprescue.config import LoopRescueConfig
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream() as up:
+        yield up
+
+
+ANTHROPIC_HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+
+
+def anthropic_body(**extra: Any) -> dict[str, Any]:
+    return {
+        "model": "deepseek-flash",
+        "stream": True,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "go"}],
+        **extra,
+    }
+
+
+def openai_body(**extra: Any) -> dict[str, Any]:
+    return {
+        "model": "deepseek-chat",
+        "stream": True,
+        "messages": [{"role": "user", "content": "go"}],
+        **extra,
+    }
+
+
+def reasoning_loop() -> dict[str, Any]:
+    return next(r for r in loop_records() if r["channel"] == "reasoning")
+
+
+def assert_pool_idle(proxy: Any) -> None:
+    """No upstream connection of the proxy is still busy (nothing leaked)."""
+    client = proxy.app.state.proxy._client
+    if client is None:
+        return
+    pool = client._transport._pool
+    assert all(conn.is_idle() or conn.is_closed() for conn in pool.connections)
+
+
+# --------------------------------------------------------------------------- HTTP errors
+
+
+@pytest.mark.parametrize("status", [429, 500, 503, 401])
+def test_upstream_http_errors_pass_through(upstream: ScriptedUpstream, status: int) -> None:
+    error = {"type": "error", "error": {"type": "rate_limit_error", "message": f"nope {status}"}}
+    upstream.enqueue(ScriptedResponse(status=status, error_body=error, retry_after=1))
+    upstream.enqueue(ScriptedResponse(status=status, retry_after=2))
+    with serve(upstream) as proxy:
+        native = httpx.post(
+            proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
+        )
+        compat = httpx.post(proxy.base_url + "/v1/chat/completions", json=openai_body())
+        assert_pool_idle(proxy)
+    assert native.status_code == status and native.json() == error
+    assert native.headers["retry-after"] == "1"
+    assert native.headers["request-id"].startswith("scripted-req-")
+    assert compat.status_code == status and "error" in compat.json()
+    assert compat.headers["retry-after"] == "2"
+
+
+def test_sdk_sees_rate_limit_from_upstream(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(status=429))
+    with serve(upstream) as proxy, pytest.raises(anthropic.RateLimitError):
+        stream_anthropic(proxy)
+
+
+def test_unreachable_upstream_is_a_502() -> None:
+    with ProxyServer(LoopRescueConfig(), "http://127.0.0.1:9") as proxy:
+        response = httpx.post(
+            proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
+        )
+    assert response.status_code == 502
+    assert response.json()["error"]["type"] == "api_error"
+
+
+# --------------------------------------------------------------------------- mid-stream faults
+
+
+def test_connection_cut_mid_stream_is_an_in_band_error(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(reasoning="Thinking about it " * 20, text="x", cut_after=12))
+    upstream.enqueue(ScriptedResponse(reasoning="Thinking about it " * 20, text="x", cut_after=12))
+    with serve(upstream) as proxy:
+        native = httpx.post(
+            proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
+        )
+        compat = httpx.post(proxy.base_url + "/v1/chat/completions", json=openai_body())
+        assert_pool_idle(proxy)
+    name, data = parse_sse(native.text)[-1]
+    assert name == "error" and data["error"]["type"] == "api_error"
+    assert "connection" in data["error"]["message"] or "ended" in data["error"]["message"]
+    _, last = parse_sse(compat.text)[-1]
+    assert last["error"]["type"] == "server_error"
+    assert "[DONE]" not in compat.text
+
+
+def test_openai_sdk_raises_on_a_cut_stream(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(text="partial answer " * 10, cut_after=6))
+    with serve(upstream) as proxy:
+        stream = openai_client(proxy).chat.completions.create(
+            model="deepseek-chat", messages=[{"role": "user", "content": "go"}], stream=True
+        )
+        with pytest.raises(openai.APIError):
+            for _ in stream:
+                pass
+
+
+def test_in_band_upstream_error_keeps_its_type(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(text="some text here", error_event_after=5))
+    with serve(upstream) as proxy:
+        native = httpx.post(
+            proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
+        )
+    name, data = parse_sse(native.text)[-1]
+    assert name == "error" and data["error"] == {
+        "type": "overloaded_error",
+        "message": "Overloaded",
+    }
+
+
+def test_stalled_upstream_is_reported_and_closed(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(text="slow answer", stall_after=4, stall_seconds=30))
+    with serve(upstream, **{"proxy.upstreamIdleTimeoutMs": 300}) as proxy:
+        native = httpx.post(
+            proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
+        )
+        assert upstream.wait_for(lambda u: u.requests[0].outcome != "pending")
+        assert_pool_idle(proxy)
+    name, data = parse_sse(native.text)[-1]
+    assert name == "error" and "300 ms" in data["error"]["message"]
+    assert upstream.requests[0].client_disconnected
+
+
+def test_client_disconnect_cancels_the_upstream_request(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(text="word " * 400, delay=0.02, delta_chars=(5, 5)))
+    with serve(upstream) as proxy:
+        with httpx.stream(
+            "POST",
+            proxy.base_url + "/v1/messages",
+            json=anthropic_body(),
+            headers=ANTHROPIC_HEADERS,
+        ) as response:
+            lines = response.iter_lines()
+            seen = [next(lines) for _ in range(12)]
+        assert any("text_delta" in line for line in seen)
+        assert upstream.wait_for(lambda u: u.requests[0].outcome != "pending")
+        assert upstream.requests[0].client_disconnected
+        assert proxy.app.state.totals.upstream_cancelled == 1
+        assert upstream.requests[0].events_sent < 100
+        assert_pool_idle(proxy)
+
+
+# --------------------------------------------------------------------------- resume faults
+
+
+def test_resume_that_never_answers_ends_with_a_note(upstream: ScriptedUpstream) -> None:
+    record = reasoning_loop()
+    upstream.enqueue(
+        corpus_response(record),
+        ScriptedResponse(text="too late", stall_after=0, stall_seconds=30),
+    )
+    with serve(upstream, resumeTimeoutMs=300) as proxy:
+        got = stream_anthropic(proxy)
+        assert upstream.wait_for(lambda u: all(r.outcome != "pending" for r in u.requests))
+        assert_pool_idle(proxy)
+    assert "no response within 300 ms" in got["text"]
+    assert got["final"].stop_reason == "end_turn"
+    assert "too late" not in got["text"]
+
+
+def test_resume_http_error_ends_with_a_note(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(corpus_response(reasoning_loop()), ScriptedResponse(status=503))
+    with serve(upstream) as proxy:
+        got = stream_anthropic(proxy)
+    assert "HTTP 503" in got["text"] and got["final"].stop_reason == "end_turn"
+
+
+def test_consecutive_rescue_cap_over_http(upstream: ScriptedUpstream) -> None:
+    record = reasoning_loop()
+    upstream.enqueue(corpus_response(record), CONTINUATION, corpus_response(record))
+    headers = {"x-looprescue-session": "conv-7"}
+    with serve(upstream, maxConsecutiveRescues=1) as proxy:
+        client = anthropic.Anthropic(
+            base_url=proxy.base_url, api_key="k", max_retries=0, default_headers=headers
+        )
+        for expected_requests in (2, 3):
+            with client.messages.stream(
+                model="deepseek-flash", max_tokens=64, messages=[{"role": "user", "content": "go"}]
+            ) as stream:
+                final = stream.get_final_message()
+            assert len(upstream.agent_requests()) == expected_requests
+    notes = "".join(b.text for b in final.content if b.type == "text")
+    assert "automatic resumes in a row" in notes
+
+
+# --------------------------------------------------------------------------- pass-through
+
+
+def test_other_paths_pass_through(upstream: ScriptedUpstream) -> None:
+    with serve(upstream) as proxy:
+        models = httpx.get(proxy.base_url + "/v1/models?limit=5", headers={"x-api-key": "k"})
+        missing = httpx.post(proxy.base_url + "/v1/embeddings", content=b"not json")
+    assert models.status_code == 200 and models.json()["data"][0]["id"] == "deepseek-flash"
+    first, second = upstream.requests
+    assert first.path == "/v1/models" and first.query == "limit=5"
+    assert missing.status_code == 404 and second.raw_body == b"not json"
+
+
+def test_unwatched_model_passes_a_loop_through(upstream: ScriptedUpstream) -> None:
+    record = reasoning_loop()
+    upstream.enqueue(corpus_response(record))
+    with serve(upstream, models=["qwen-*"]) as proxy:
+        got = stream_anthropic(proxy)
+        assert proxy.app.state.totals.responses == 0
+    assert got["reasoning"] == record["text"]
+
+
+def test_stall_nudge_is_added_after_reasoning_only_responses(upstream: ScriptedUpstream) -> None:
+    thinking = "I should consider the layers of the configuration loader carefully. " * 3
+    for _ in range(2):
+        upstream.enqueue(ScriptedResponse(reasoning=thinking))
+    upstream.enqueue(ScriptedResponse(text="Answer."))
+    with serve(upstream, stallCalls=2, stallMinReasoningChars=100) as proxy:
+        client = openai_client(proxy)
+        for _ in range(3):
+            stream = client.chat.completions.create(
+                model="deepseek-chat",
+                messages=[{"role": "user", "content": "Explain the loader."}],
+                stream=True,
+            )
+            for _ in stream:
+                pass
+    bodies = [r.body for r in upstream.agent_requests()]
+    assert [len(b["messages"]) for b in bodies] == [1, 1, 2]
+    assert "only reasoning" in bodies[2]["messages"][-1]["content"]
+
+
+def test_bad_json_from_upstream_is_a_malformed_error(upstream: ScriptedUpstream) -> None:
+    garbage: Any = "not json"
+    upstream.enqueue(ScriptedResponse(text="x", error_event_after=3, error_event=garbage))
+    with serve(upstream) as proxy:
+        compat = httpx.post(proxy.base_url + "/v1/chat/completions", json=openai_body())
+    _, last = parse_sse(compat.text)[-1]
+    assert "invalid JSON" in json.dumps(last)
