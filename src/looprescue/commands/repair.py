@@ -18,7 +18,10 @@ def register(app: typer.Typer) -> None:
 def repair_command(
     session: str = typer.Argument(..., help="Session id (or prefix), session dir or log file."),
     data: Path | None = typer.Option(
-        None, "--data", help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions)."
+        None,
+        "--data",
+        help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
+        readable=False,
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),

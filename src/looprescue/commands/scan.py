@@ -41,9 +41,13 @@ def format_finding(f: Finding) -> str:
 
 def scan_command(
     paths: list[Path] | None = typer.Argument(
-        None, help="Session files, session dirs or data dirs (default: the data dir)."
+        None,
+        help="Session files, session dirs or data dirs (default: the data dir).",
+        readable=False,  # our reader reports unreadable files itself, naming them
     ),
-    data: Path | None = typer.Option(None, "--data", help="Data dir used when no PATH is given."),
+    data: Path | None = typer.Option(
+        None, "--data", help="Data dir used when no PATH is given.", readable=False
+    ),
     show_all: bool = typer.Option(False, "--all", help="Also list scanned blocks without loops."),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per line."),
     config: Path | None = typer.Option(None, "--config", help="YAML config (detector.* keys)."),

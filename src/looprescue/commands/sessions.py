@@ -55,7 +55,10 @@ def collect_summaries(
 
 def sessions_command(
     data: Path | None = typer.Option(
-        None, "--data", help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions)."
+        None,
+        "--data",
+        help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
+        readable=False,
     ),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per session."),
 ) -> None:
@@ -94,6 +97,9 @@ def sessions_command(
         if not out.is_terminal:
             out = Console(width=240)  # piped: do not squeeze ids and titles into 80 columns
         out.print(table)
+    for summary in summaries:
+        if summary.damage:
+            typer.echo(f"note: {summary.damage}", err=True)
     for exc in errors:
         typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2 if errors else 0)

@@ -112,6 +112,7 @@ class SessionSummary:
     size: int
     locked: bool
     subagent: bool
+    damage: str | None = None  # a torn tail DSH would drop on open; `repair` fixes it
 
     def to_dict(self) -> dict:
         return {
@@ -127,6 +128,7 @@ class SessionSummary:
             "size": self.size,
             "lockedByDsh": self.locked,
             "subagent": self.subagent,
+            "damage": self.damage,
         }
 
 
@@ -164,6 +166,7 @@ def summarize_session(log_path: Path) -> SessionSummary:
         size=size,
         locked=is_locked_by_dsh(session_dir),
         subagent=log.header.get("origin") == "subagent",
+        damage=str(log.torn_tail) if log.torn_tail is not None else None,
     )
 
 

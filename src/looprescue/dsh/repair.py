@@ -18,7 +18,7 @@ import zstandard
 from looprescue.dsh.closers import OpenTurnTracker
 from looprescue.dsh.edit import encode_event
 from looprescue.dsh.envelope import EnvelopeProblem, check_envelope, parse_json_line
-from looprescue.dsh.errors import SessionFormatError, TornTailError
+from looprescue.dsh.errors import SessionAccessError, SessionFormatError, TornTailError
 from looprescue.dsh.frames import ZSTD_MAGIC, iter_frames
 from looprescue.dsh.lines import iter_lines
 from looprescue.dsh.log import SessionLog, open_log
@@ -63,6 +63,8 @@ def plan_repair(path: Path) -> RepairPlan:
     """Work out what a repair would do; raises SessionFormatError for non-tail damage."""
     try:
         log = open_log(path)
+    except SessionAccessError:
+        raise
     except SessionFormatError as err:
         raise _not_a_tail(err) from None
     plan = RepairPlan(log, keep_lines=1)
