@@ -253,3 +253,36 @@ def test_narration_loop_end_to_end() -> None:
     signals = analyze_log(log.events, "s")
     assert kinds(signals) == [("narration-loop", None, 1, 3)]
     assert all(log.events[s]["type"] == "assistant/message" for s in signals[0].evidence)
+
+
+def test_adversarial_log_cannot_grow_the_tables() -> None:
+    """Thousands of distinct tools, unanswered calls and failures: every table stays capped."""
+    config = DoctorConfig(maxTrackedTools=8, maxEvidence=4, repeatToolMin=2, toolCycleMinRepeats=2)
+    analysis = SessionAnalysis("s", config)
+    seq = 0
+
+    def feed(event_type: str, data: dict, **envelope) -> None:
+        nonlocal seq
+        analysis.feed({"type": event_type, "seq": seq, "data": data, **envelope})
+        seq += 1
+
+    feed("turn/start", {"turn": 1})
+    peak: dict[str, int] = {}
+    for i in range(3000):
+        name = f"tool{i}"
+        for k in range(2):  # two identical failing calls per tool: a repeat run each
+            feed("tool/call", {"callId": f"c{i}-{k}", "name": name, "arguments": "{}"})
+            message = {"toolCallId": f"c{i}-{k}", "content": [], "isError": True}
+            feed("tool/result", {"message": message})
+        feed("tool/call", {"callId": f"never-answered-{i}", "name": name, "arguments": "{}"})
+        for table, size in analysis.table_sizes().items():
+            peak[table] = max(peak.get(table, 0), size)
+    assert max(peak.values()) == 8  # full, never beyond
+    assert peak["repeatRuns"] == peak["failingTools"] == 8
+    feed("turn/end", {"turn": 1})
+    feed("turn/start", {"turn": 2})
+    feed("tool/call", {"callId": "last", "name": "tool2999", "arguments": "{}"})
+    feed("tool/result", {"message": {"toolCallId": "last", "isError": True}})
+    signals = analysis.finish()
+    assert [s.kind for s in signals].count("tool-misuse") == 1
+    assert all(len(s.evidence) <= 4 for s in signals)

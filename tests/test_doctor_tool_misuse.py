@@ -85,3 +85,11 @@ def test_signals_sorted_by_turn_then_tool_and_table_bounded() -> None:
     rule.on_call(outcome(5, 3, name="third"))  # evicts the stalest, "zeta"
     rule.on_call(outcome(6, 4, name="third"))
     assert [s.sub for s in rule.finish()] == ["alpha", "third"]
+
+
+def test_a_call_without_a_logged_outcome_neither_fails_nor_cancels() -> None:
+    rule = ToolMisuseRule(DoctorConfig())
+    rule.on_call(outcome(1, 1))
+    rule.on_call(CompletedCall(call_seq=4, turn=2, name="read", args_digest=b"a"))
+    rule.on_call(outcome(9, 3))
+    assert [(s.turn, s.metric) for s in rule.finish()] == [(3, 2)]

@@ -136,6 +136,15 @@ class SessionAnalysis:
         out += self._emit(self.misuse.finish() + self.thrash.finish())
         return out
 
+    def table_sizes(self) -> dict[str, int]:
+        """Entries in each bounded table (each at most ``maxTrackedTools``)."""
+        return {
+            "pendingCalls": len(self._pending),
+            "repeatRuns": self.repeats.tracked,
+            "cycles": self.cycles.tracked,
+            "failingTools": self.misuse.tracked,
+        }
+
     # -- event handlers -----------------------------------------------------------------------
 
     def _on_turn_start(self, event: Mapping[str, Any]) -> list[DetourSignal]:

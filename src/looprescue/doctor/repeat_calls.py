@@ -45,6 +45,10 @@ class RepeatedCallRule:
         if best is None or self._length > best[0]:
             self._best[self._name] = (self._length, self._evidence.freeze())
 
+    @property
+    def tracked(self) -> int:
+        return len(self._best)
+
     def close_turn(self, turn: int | None) -> list[DetourSignal]:
         self._close_run()
         best = self._best

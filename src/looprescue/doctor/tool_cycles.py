@@ -81,6 +81,10 @@ class ToolCycleRule:
         if best is None or (repeats, length) > best[:2]:
             self._best[sub] = (repeats, length, stretch.evidence.freeze())
 
+    @property
+    def tracked(self) -> int:
+        return len(self._best)
+
     def close_turn(self, turn: int | None) -> list[DetourSignal]:
         for width in range(MIN_WIDTH, self._max_width + 1):
             self._close_stretch(width)

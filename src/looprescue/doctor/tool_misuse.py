@@ -33,8 +33,8 @@ class ToolMisuseRule:
         self._tools: OrderedDict[str, _Failures] = OrderedDict()
 
     def on_call(self, call: CompletedCall) -> None:
-        if call.interrupted:
-            return  # the harness stopped, the tool was not misused
+        if call.interrupted or call.result_key is None:
+            return  # the harness stopped, or no outcome was logged: neither failure nor success
         if not call.failed:
             self._tools.pop(call.name, None)
             return
@@ -52,6 +52,10 @@ class ToolMisuseRule:
         if record.turns == 0 or call.turn != record.last_turn:
             record.turns += 1
         record.last_turn = call.turn
+
+    @property
+    def tracked(self) -> int:
+        return len(self._tools)
 
     def finish(self) -> list[DetourSignal]:
         found = [
