@@ -187,3 +187,16 @@ def test_follow_a_quiet_session_exits_0_on_ctrl_c(tmp_path: Path) -> None:
         out, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
     assert out == b""
+
+
+def test_torn_tail_is_read_up_to_the_last_complete_frame(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    shutil.copytree(SESSIONS / "d_tool_loop" / "session", session)
+    (session / "session.v4.jsonl").unlink()
+    frame = compress_frame(b'{"type":"step/start","seq":74,"time":1,"data":{"turn":2,"step":1}}\n')
+    with open(session / "session.v4.jsonl.zstd", "ab") as fh:
+        fh.write(frame[: len(frame) - 3])  # DSH crashed during this append
+    result = doctor(str(session), "--json")
+    assert result.exit_code == 1
+    assert [s["sub"] for s in json_lines(result.stdout)] == ["repeat:bash"]
+    assert "note:" in result.stderr
