@@ -137,7 +137,8 @@ class _Attempt:
         self.channel_text: dict[str, list[str]] = {"reasoning": [], "text": []}
         self.queue: deque[_Held | UpstreamEvent] = deque()
         self.held_chars = 0
-        self.usage = Usage()
+        self.usage = Usage()  # everything the upstream reported, message start included
+        self.reported = Usage()  # what its end-of-message usage said (passed on at the finish)
         self.finish: FinishReported | None = None
 
     def text_of(self, channel: str) -> str:
@@ -256,6 +257,7 @@ class RescueEngine:
 
     def _on_usage(self, event: UsageReported) -> list[EngineOutput]:
         self._attempt.usage = self._attempt.usage.merged(event.usage)
+        self._attempt.reported = self._attempt.reported.merged(event.usage)
         return []
 
     def _on_finish_reported(self, event: FinishReported) -> list[EngineOutput]:
@@ -605,7 +607,8 @@ class RescueEngine:
     # ------------------------------------------------------------------ endings
 
     def _final_usage(self) -> Usage:
-        return self._attempt.usage.with_output_added(self._earlier_output_tokens)
+        # Output tokens of every upstream attempt were generated for this response.
+        return self._attempt.reported.with_output_added(self._earlier_output_tokens)
 
     def _finish(self, reason: Any, raw: str | None) -> list[EngineOutput]:
         self.state = "done"
