@@ -1,0 +1,171 @@
+"""Conversation identity and language, continuation requests and request tweaks, on the
+requests real DSH sent (shared/dsh/sessions/*/upstream-requests.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from tests.paths import SESSIONS
+
+from looprescue.config import load_config
+from looprescue.rescue.continuation import (
+    KeptWork,
+    LoopSummary,
+    apply_retry_overrides,
+    apply_stall_nudge,
+    build_continuation,
+)
+from looprescue.rescue.conversation import (
+    ConversationStore,
+    conversation_key,
+    conversation_language,
+    text_language,
+)
+from looprescue.rescue.marker import marker, shorten
+
+LOOP = LoopSummary("reasoning", "Now. OK. Emit. Producing.", 12.0, 2900)
+
+
+def recorded(scenario: str) -> list[dict[str, Any]]:
+    path = SESSIONS / scenario / "upstream-requests.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def agent_requests(scenario: str) -> list[dict[str, Any]]:
+    return [r for r in recorded(scenario) if r["purpose"] == "agent"]
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def test_dsh_session_header_identifies_the_conversation() -> None:
+    request = agent_requests("a_reasoning_loop")[0]
+    key = conversation_key(request["headers"], request["body"])
+    assert (
+        key
+        == f"x-deepseek-harness-session-id:{request['headers']['x-deepseek-harness-session-id']}"
+    )
+    explicit = conversation_key({"X-LoopRescue-Session": "abc"}, request["body"])
+    assert explicit == "x-looprescue-session:abc"
+
+
+def test_hash_key_is_stable_across_turns_of_one_chat() -> None:
+    """The OpenAI route sends no DSH headers: system + first user message identify the chat."""
+    turns = agent_requests("j_openai_compat_provider")
+    keys = {conversation_key({}, r["body"]) for r in turns}
+    assert len(turns) == 3 and len(keys) == 1
+    other = agent_requests("g_healthy_long_answer")[0]["body"]
+    assert conversation_key({}, other) not in keys
+
+
+def test_store_is_a_bounded_lru() -> None:
+    store = ConversationStore(capacity=2)
+    store.get("a").consecutive_rescues = 2
+    store.get("b")
+    store.get("a")
+    store.get("c")
+    assert "a" in store and "c" in store and "b" not in store and len(store) == 2
+    assert store.get("a").consecutive_rescues == 2
+    with pytest.raises(ValueError):
+        ConversationStore(0)
+
+
+def test_language_follows_the_human_not_the_runtime_context() -> None:
+    body = agent_requests("a_reasoning_loop")[0]["body"]
+    assert conversation_language(body) == "en"
+    zh_openai = {
+        "messages": [
+            {"role": "system", "content": "You are an AI agent."},
+            {"role": "user", "content": "解释一下配置加载器是怎么组合各层的。"},
+            {"role": "user", "content": "Current runtime context. " * 40},
+        ]
+    }
+    assert conversation_language(zh_openai) == "zh"
+    assert conversation_language(zh_openai, "en") == "en"
+    assert text_language("好的。现在。输出。") == "zh" and text_language("Now. OK.") == "en"
+
+
+# --------------------------------------------------------------------------- continuations
+
+
+def test_anthropic_continuation_from_a_real_dsh_request() -> None:
+    original = agent_requests("e_tool_error_two_turns")[-1]["body"]
+    body = build_continuation(
+        "anthropic", original, KeptWork("I should read it again.", "The file"), LOOP, "en"
+    )
+    assert "dsh_session_log" not in body and "dsh_plugin_packages" not in body
+    assert "dsh_session_log" in original  # the original is not modified
+    for key in ("model", "stream", "max_tokens", "thinking", "output_config", "system", "tools"):
+        assert body[key] == original[key]
+    assert body["messages"][: len(original["messages"])] == original["messages"]
+    assistant, user = body["messages"][-2:]
+    assert assistant == {"role": "assistant", "content": [{"type": "text", "text": "The file"}]}
+    correction = user["content"][0]["text"]
+    assert user["role"] == "user" and "«Now. OK. Emit. Producing.»" in correction
+    assert "I should read it again." in correction and "2900 chars removed" in correction
+    assert "check the current state of the workspace" in correction
+
+
+def test_anthropic_continuation_without_kept_text_extends_the_last_user_turn() -> None:
+    original = agent_requests("a_reasoning_loop")[0]["body"]
+    body = build_continuation("anthropic", original, KeptWork("Plan.", ""), LOOP, "en")
+    assert len(body["messages"]) == len(original["messages"])
+    last_before, last_after = original["messages"][-1], body["messages"][-1]
+    assert last_after["content"][:-1] == last_before["content"]
+    assert "without repeating" in last_after["content"][-1]["text"]
+
+
+def test_openai_continuation_keeps_reasoning_content_convention() -> None:
+    original = agent_requests("j_openai_compat_provider")[-1]["body"]
+    body = build_continuation("openai", original, KeptWork("Think.", "Partial"), LOOP, "zh")
+    assistant, user = body["messages"][-2:]
+    assert assistant == {"role": "assistant", "content": "Partial", "reasoning_content": "Think."}
+    assert user["role"] == "user" and "不要再重复" in user["content"]
+    assert body["stream_options"] == original["stream_options"]
+
+
+def test_retry_overrides_per_protocol() -> None:
+    config = load_config(
+        None,
+        {
+            "retryTemperature": 0.4,
+            "retryReasoningEffort": "max",
+            "retryFrequencyPenalty": 0.5,
+            "retryPresencePenalty": 0.25,
+        },
+    )
+    native = agent_requests("a_reasoning_loop")[0]["body"]
+    tweaked = apply_retry_overrides(native, "anthropic", config)
+    assert tweaked["temperature"] == 0.4 and tweaked["output_config"] == {"effort": "max"}
+    assert "frequency_penalty" not in tweaked  # Anthropic Messages has no penalties
+    title = recorded("a_reasoning_loop")[1]["body"]  # thinking disabled: effort not forced
+    assert "output_config" not in apply_retry_overrides(title, "anthropic", config)
+    compat = agent_requests("j_openai_compat_provider")[0]["body"]
+    tweaked = apply_retry_overrides(compat, "openai", config)
+    assert tweaked["reasoning_effort"] == "max" and tweaked["frequency_penalty"] == 0.5
+    assert tweaked["presence_penalty"] == 0.25
+    untouched = apply_retry_overrides(compat, "openai", load_config(None))
+    assert untouched == compat
+
+
+def test_stall_nudge_goes_after_tool_results() -> None:
+    native = agent_requests("d_tool_loop")[3]["body"]
+    nudged = apply_stall_nudge(native, "anthropic", "en")
+    last = nudged["messages"][-1]
+    assert last["role"] == "user" and last["content"][-1]["text"].startswith("[looprescue]")
+    assert last["content"][:-1] == native["messages"][-1]["content"]
+    compat = agent_requests("j_openai_compat_provider")[0]["body"]
+    nudged = apply_stall_nudge(compat, "openai", "zh")
+    assert nudged["messages"][:-1] == compat["messages"]
+    assert set(nudged["messages"][-1]) == {"role", "content"}
+    assert nudged["messages"][-1]["role"] == "user"
+    assert "调用" in nudged["messages"][-1]["content"]
+
+
+def test_markers_are_one_line_and_localized() -> None:
+    assert marker("reasoning", 2900, "en") == "〔2900 chars of repeated reasoning removed〕"
+    assert marker("text", 12, "zh") == "〔已删除 12 个字符的重复文本〕"
+    assert shorten("a\n\nb   c") == "a b c"
+    assert len(shorten("x" * 500, 50)) == 50
