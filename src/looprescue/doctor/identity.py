@@ -11,16 +11,30 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 _DIGEST_BYTES = 16
 
-# Order matters: whole timestamps before their date/time parts, uuids before bare hex.
-_VOLATILE = (
+
+def _hex_id(match: re.Match[str]) -> str:
+    """An 8+ char hex run is an id or hash only if it mixes digits and letters."""
+    token = match.group(0)
+    has_digit = any(c.isdigit() for c in token)
+    has_letter = any(not c.isdigit() for c in token)
+    return "<hex>" if has_digit and has_letter else token
+
+
+# (pattern, replacement, a substring the text must contain for the pattern to apply at all).
+# Order matters: whole timestamps before their date/time parts, uuids before bare hex. Each
+# pattern starts with a character class (boundaries are checked by a lookbehind placed after
+# the first character) so the regex engine only tries positions where a token can start.
+_VOLATILE: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], str | None], ...] = (
     (
         re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
         "<uuid>",
+        "-",
     ),
     (
         re.compile(
@@ -28,32 +42,33 @@ _VOLATILE = (
             r"(?:\s?(?:Z|UTC|GMT|[+-]\d{2}:?\d{2}))?"
         ),
         "<timestamp>",
+        "-",
     ),
-    (re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"), "<date>"),
-    (re.compile(r"(?<!\d)\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?!\d)"), "<time>"),
-    (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
-    # hex ids and hashes: 8+ hex chars holding both a digit and a letter, standing alone or
-    # after a prefix such as "bash-" or "toolu_00_".
+    (re.compile(r"\d(?<!\d\d)\d{3}-\d{2}-\d{2}(?!\d)"), "<date>", "-"),
+    (re.compile(r"\d(?<!\d\d)\d?:\d{2}:\d{2}(?:[.,]\d+)?(?!\d)"), "<time>", ":"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "<hex>", "0x"),
+    # hex ids and hashes, standing alone or after a prefix such as "bash-" or "toolu_00_"
+    (re.compile(r"[0-9a-fA-F](?<![0-9A-Za-z].)[0-9a-fA-F]{7,}(?![0-9A-Za-z])"), _hex_id, None),
     (
         re.compile(
-            r"(?<![0-9A-Za-z])(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}(?![0-9A-Za-z])"
-        ),
-        "<hex>",
-    ),
-    (
-        re.compile(
-            r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?)(?![A-Za-z])"
+            r"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?"
+            r"(?:ns|µs|us|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?)(?![A-Za-z])"
         ),
         "<duration>",
+        None,
     ),
-    (re.compile(r"(?<!\d)\d{10,}(?!\d)"), "<number>"),  # epoch times, counters, pids
+    (re.compile(r"\d(?<!\d\d)\d{9,}(?!\d)"), "<number>", None),  # epoch times, counters
 )
+_DIGIT = re.compile(r"\d")
 
 
 def mask_volatile(text: str) -> str:
     """Replace tokens that change between otherwise identical outputs by placeholders."""
-    for pattern, placeholder in _VOLATILE:
-        text = pattern.sub(placeholder, text)
+    if _DIGIT.search(text) is None:
+        return text  # every volatile token holds a digit
+    for pattern, replacement, needed in _VOLATILE:
+        if needed is None or needed in text:
+            text = pattern.sub(replacement, text)
     return text
 
 
