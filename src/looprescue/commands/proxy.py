@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from looprescue.config import ConfigError, LoopRescueConfig, load_config
 
@@ -61,7 +62,7 @@ def proxy_command(
 
         app = create_app(cfg, cfg.proxy.upstream or "")
     except (ConfigError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print("[red]error:[/red]", escape(str(exc)))
         raise typer.Exit(2) from None
     import uvicorn
 

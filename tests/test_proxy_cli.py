@@ -1,0 +1,59 @@
+"""``looprescue proxy``: flags override YAML, bad config fails loudly naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from looprescue.cli import app
+from looprescue.commands.proxy import resolve_config
+from looprescue.config import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "looprescue.yml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_flags_override_the_yaml(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "mode: cut\nmarker: false\nproxy:\n  upstream: http://127.0.0.1:1\n  port: 9000\n",
+    )
+    cfg = resolve_config(path, "http://127.0.0.1:2", None, 9100, "observe", tmp_path / "a.jsonl")
+    assert cfg.mode == "observe" and cfg.marker is False
+    assert cfg.proxy.upstream == "http://127.0.0.1:2" and cfg.proxy.port == 9100
+    assert cfg.proxy.host == "127.0.0.1" and cfg.proxy.auditLog == str(tmp_path / "a.jsonl")
+    kept = resolve_config(path, None, None, None, None, None)
+    assert kept.mode == "cut" and kept.proxy.port == 9000
+
+
+def test_missing_upstream_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"proxy\.upstream: required"):
+        resolve_config(None, None, None, None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "named"),
+    [
+        ("mode: rescue\nmaxConsecutiveRescue: 2\n", "maxConsecutiveRescue: unknown key"),
+        ("proxy:\n  port: 70000\n", "proxy.port"),
+        ("detector:\n  cycleMinRepeats: 1\n", "detector.cycleMinRepeats"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_key(tmp_path: Path, yaml_text: str, named: str) -> None:
+    path = write(tmp_path, yaml_text)
+    result = CliRunner().invoke(
+        app, ["proxy", "--upstream", "http://127.0.0.1:1", "--config", str(path)]
+    )
+    assert result.exit_code == 2
+    assert named in result.output.replace("\n", " ") or named in (result.stderr or "")
+
+
+def test_bad_upstream_url_exits_2() -> None:
+    result = CliRunner().invoke(app, ["proxy", "--upstream", "ftp://example"])
+    assert result.exit_code == 2
+    assert "upstream URL must be http(s)" in (result.output + (result.stderr or ""))
