@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.synthetic_session import build_large_session
+
 from looprescue.dsh import open_log
 from looprescue.dsh.findings import scan_events
 from looprescue.dsh.frames import iter_frames
