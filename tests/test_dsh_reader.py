@@ -363,3 +363,23 @@ def test_fixture_frames_carry_dsh_frame_flags():
     ours = zstandard.get_frame_parameters(compress_frame(b"x\n"))
     assert params.has_checksum and ours.has_checksum
     assert params.content_size == ours.content_size == zstandard.CONTENTSIZE_UNKNOWN
+
+
+def test_a_line_may_span_frames_but_is_not_edited(tmp_path):
+    lines = plain_lines(A_LOG)
+    text = b"".join(x + b"\n" for x in lines[1:])
+    middle = len(text) // 2
+    path = tmp_path / "session.v4.jsonl.zstd"
+    path.write_bytes(
+        compress_frame(lines[0] + b"\n")
+        + compress_frame(text[:middle])
+        + compress_frame(text[middle:])
+    )
+    assert list(open_log(path).events()) == list(open_log(A_LOG).events())
+    from looprescue.dsh.edit import rewrite_lines
+    from looprescue.dsh.writer import LogWriter
+
+    writer = LogWriter(path, "zstd")
+    with pytest.raises(SessionFormatError, match="frame ends inside a line"):
+        rewrite_lines(open_log(path), {}, writer)
+    writer.abort()

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from looprescue.cli import app
 from looprescue.dsh import open_log
+from looprescue.dsh.closers import OpenTurnTracker
 from looprescue.dsh.frames import iter_frames
 from looprescue.dsh.lines import iter_lines
 
@@ -180,3 +181,52 @@ def test_repaired_file_keeps_dsh_frame_layout(tmp_path):
     assert frames[0].content.count(b"\n") == 1
     assert all(f.complete and f.content.endswith(b"\n") for f in frames)
     assert sum(1 for _ in iter_lines(log, "zstd")) == len(events(log)) + 1
+
+
+def test_closers_for_started_and_unstarted_tool_calls():
+    tracker = OpenTurnTracker()
+    message = {"content": [
+        {"type": "tool-call", "id": "call_a", "name": "bash", "arguments": "{}"},
+        {"type": "tool-call", "id": "call_b", "name": "read", "arguments": "{}"},
+        {"type": "tool-call", "id": "call_c", "name": "read", "arguments": "{}"},
+    ]}  # fmt: skip
+    for event in [
+        {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 2}},
+        {"type": "step/start", "seq": 1, "time": 2, "data": {"turn": 2, "step": 3}},
+        {"type": "assistant/message", "seq": 2, "time": 3,
+         "data": {"turn": 2, "step": 3, "message": message}},
+        {"type": "tool/call", "seq": 3, "time": 4, "data": {"callId": "call_a"}},
+        {"type": "tool/call", "seq": 4, "time": 5, "data": {"callId": "call_b"}},
+        {"type": "tool/result", "seq": 5, "time": 6, "data": {"message": {"toolCallId": "call_b"}}},
+    ]:  # fmt: skip
+        tracker.observe(event)
+    closers = tracker.closers()
+    assert [(c["type"], c["seq"], c["time"]) for c in closers] == [
+        ("tool/result", 6, 6), ("tool/result", 7, 6), ("step/end", 8, 6), ("turn/end", 9, 6)
+    ]  # fmt: skip
+    started, unstarted = closers[0], closers[1]
+    assert started["sourceEventSeqs"] == [3]
+    assert started["data"]["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+    assert started["data"]["message"]["id"] == "interrupted-tool-result-call_a-6"
+    assert "sourceEventSeqs" not in unstarted
+    assert unstarted["data"]["error"] == {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
+    assert closers[2]["data"] == {"turn": 2, "step": 3}
+    tracker.observe(closers[-1])
+    assert tracker.closers() == []
+
+
+def test_legacy_logs_are_read_only(tmp_path):
+    rows = [
+        {"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0},
+        {"type": "turn/start", "seq": 0, "time": 10, "data": {"turn": 1}},
+    ]
+    session_dir = tmp_path / "sessions" / "--p--" / "s"
+    session_dir.mkdir(parents=True)
+    log = session_dir / "session.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    state = tree_state(tmp_path)
+    for command in ("repair", "clean"):
+        result = runner.invoke(app, [command, str(log), "--yes"])
+        assert result.exit_code == 2
+        assert "legacy version-0 logs are read-only" in result.stderr
+    assert tree_state(tmp_path) == state  # not even a session.lock was created

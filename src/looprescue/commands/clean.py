@@ -59,17 +59,23 @@ def _looping_sessions(data_dir: Path, cfg) -> list[tuple[Path, str, float, int]]
     for log_path in find_session_logs([data_dir]):
         try:
             log = open_log(log_path)
-            loops = 0
-            last = log.header["createdAt"]
-            for finding in scan_events(log.events(), log.session_id, str(log_path), cfg):
-                loops += finding.kind == "loop" and finding.source == "message"
-            for event in log.events():
-                last = event["time"]
+            last = [log.header["createdAt"]]
+
+            def timed(events, last=last):
+                for event in events:
+                    last[0] = event["time"]
+                    yield event
+
+            loops = sum(
+                1
+                for f in scan_events(timed(log.events()), log.session_id, str(log_path), cfg)
+                if f.kind == "loop" and f.source == "message"
+            )
         except SessionFormatError as exc:
             typer.echo(f"warning: skipping unreadable session: {exc}", err=True)
             continue
         if loops:
-            found.append((log_path, log.session_id, last, loops))
+            found.append((log_path, log.session_id, last[0], loops))
     found.sort(key=lambda item: item[2], reverse=True)
     return found
 
@@ -155,10 +161,10 @@ def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
             typer.echo("note: DSH holds this session right now; a real clean would refuse")
         typer.echo("dry run: nothing was written")
         return
+    ensure_editable(open_log(log_path))  # before the lock: a legacy dir gets no lock file
     warn = lambda message: typer.echo(message, err=True)  # noqa: E731
     with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
         log = open_log(log_path)
-        ensure_editable(log)
         plan = plan_clean(log, cfg, marker=cfg.marker, language=language)
         _show(plan, json_output)
         if not plan.changes:

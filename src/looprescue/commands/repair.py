@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
-from looprescue.dsh import SessionFormatError, is_locked_by_dsh, resolve_data_dir, resolve_session
+from looprescue.dsh import (
+    SessionFormatError,
+    is_locked_by_dsh,
+    resolve_data_dir,
+    resolve_session,
+)
 from looprescue.dsh.edit import SessionEditor, ensure_editable
 from looprescue.dsh.repair import plan_repair, verify_repair, write_repair
 
@@ -42,6 +47,8 @@ def repair_command(
                 typer.echo("note: DSH holds this session right now; a real repair would refuse")
             typer.echo("dry run: nothing was written")
             return
+        # Before the lock, so a legacy session dir does not get a lock file created in it.
+        ensure_editable(plan_repair(log_path).log)
         warn = lambda message: typer.echo(message, err=True)  # noqa: E731
         with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
             plan = plan_repair(log_path)
