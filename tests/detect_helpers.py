@@ -8,7 +8,9 @@ from looprescue.config import DetectorConfig
 from looprescue.detect import Hit, StreamDetector
 
 
-def stream(text: str, channel: str = "reasoning", sizes: Iterable[int] = (3,), config=None) -> Hit | None:
+def stream(
+    text: str, channel: str = "reasoning", sizes: Iterable[int] = (3,), config=None
+) -> Hit | None:
     """Feed ``text`` in deltas whose sizes cycle through ``sizes``; flush at the end."""
     detector = StreamDetector(config or DetectorConfig(), watch="both")
     sizes = list(sizes)

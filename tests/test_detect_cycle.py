@@ -20,8 +20,10 @@ PREAMBLE = (
 def _unit(length: int) -> str:
     """A word-like unit of exactly ``length`` chars, no digits, no internal repeats."""
     rng = random.Random(length)
-    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
-             for _ in range(length)]
+    words = [
+        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
+        for _ in range(length)
+    ]
     text = " ".join(words)[: length - 1] + "\n"
     assert len(text) == length
     return text
@@ -46,7 +48,9 @@ def test_cycle_needs_three_copies_and_600_chars():
     assert scan_text(PREAMBLE + unit * 2, "reasoning") == []  # two copies are not a loop
     short = _unit(40)
     # 3 copies of 40 chars = 120 chars: below the 600-char minimum
-    assert scan_text(PREAMBLE + short * 3 + "Then I ran the tests and they passed.", "reasoning") == []
+    assert (
+        scan_text(PREAMBLE + short * 3 + "Then I ran the tests and they passed.", "reasoning") == []
+    )
     hit = stream(PREAMBLE + short * 20, "reasoning")
     assert hit is not None and hit.fired_at - hit.loop_start >= 600
 

@@ -28,8 +28,24 @@ def test_list_items_table_rows_and_quotes_do_not_count_in_text():
 def test_markdown_table_with_repeated_cells_is_not_a_loop():
     rows = "".join(
         f"| {name} | yes | yes | no | default |\n"
-        for name in ("lock", "header", "frames", "seq", "tail", "backup", "undo", "marker",
-                     "title", "turns", "steps", "tools", "jobs", "retry", "usage", "stream")
+        for name in (
+            "lock",
+            "header",
+            "frames",
+            "seq",
+            "tail",
+            "backup",
+            "undo",
+            "marker",
+            "title",
+            "turns",
+            "steps",
+            "tools",
+            "jobs",
+            "retry",
+            "usage",
+            "stream",
+        )
     )
     table = "| key | read | write | delete | source |\n|---|---|---|---|---|\n" + rows
     assert scan_text(table * 1, "text") == []
@@ -70,9 +86,12 @@ def test_quoting_the_same_code_twice_while_planning_an_edit():
         "The current loop is:\n" + CODE_BLOCK + "\nI need to change it so that closing happens in "
         "a finally block, because an exception in canonical() leaks the handle. So after the edit "
         "it reads the same except for the try/finally. Before that, let me re-read the original "
-        "once more to be sure nothing else depends on the order:\n" + CODE_BLOCK + "\nRight, counts "
+        "once more to be sure nothing else depends on the order:\n"
+        + CODE_BLOCK
+        + "\nRight, counts "
         "is only read after the loop. The edited version:\n    handle = open_log(path)\n    try:\n"
-        + CODE_BLOCK.replace("    handle = open_log(path)\n", "") + "    finally:\n        handle.close()\n"
+        + CODE_BLOCK.replace("    handle = open_log(path)\n", "")
+        + "    finally:\n        handle.close()\n"
     )
     assert scan_text(plan, "reasoning") == []
     assert scan_text(plan, "text") == []
@@ -114,11 +133,18 @@ def test_song_with_refrains_in_both_channels():
 
 
 def test_renumbered_list_is_not_a_loop():
-    steps = ["Back up the session file.", "Check that DSH is not running.",
-             "Run the cleaner with --dry-run.", "Read the diff it prints.",
-             "Run it again without --dry-run.", "Resume the session."]
+    steps = [
+        "Back up the session file.",
+        "Check that DSH is not running.",
+        "Run the cleaner with --dry-run.",
+        "Read the diff it prints.",
+        "Run it again without --dry-run.",
+        "Resume the session.",
+    ]
     first = "".join(f"{i}. {s}\n" for i, s in enumerate(steps, 1))
     again = "".join(f"{i}. {s}\n" for i, s in enumerate(steps, 7))
-    text = "The procedure:\n" + first + "\nAnd for the second session, continuing the count:\n" + again
+    text = (
+        "The procedure:\n" + first + "\nAnd for the second session, continuing the count:\n" + again
+    )
     assert scan_text(text, "text") == []
     assert scan_text(text, "reasoning") == []

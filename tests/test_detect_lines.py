@@ -8,10 +8,31 @@ from looprescue.config import DetectorConfig
 from looprescue.detect import scan_text
 from looprescue.detect.rules.lines import LinesRule
 
-SHORT_LINES = [f"check {name}" for name in (
-    "lock", "header", "frames", "seq", "tail", "backup", "undo", "marker", "title", "turns",
-    "steps", "tools", "jobs", "retry", "usage", "stream", "blocks", "ids", "time", "cwd",
-)]
+SHORT_LINES = [
+    f"check {name}"
+    for name in (
+        "lock",
+        "header",
+        "frames",
+        "seq",
+        "tail",
+        "backup",
+        "undo",
+        "marker",
+        "title",
+        "turns",
+        "steps",
+        "tools",
+        "jobs",
+        "retry",
+        "usage",
+        "stream",
+        "blocks",
+        "ids",
+        "time",
+        "cwd",
+    )
+]
 
 
 def _feed(rule: LinesRule, lines: list[str], offset: int = 0):
@@ -44,8 +65,12 @@ def test_one_matching_window_alone_never_fires():
 
 def test_long_lines_do_not_count_as_short_line_repetition():
     rng = random.Random(6)
-    long_lines = [f"{line} and then verify the result against the stored copy" for line in SHORT_LINES]
-    hit, _ = _feed(LinesRule("text", DetectorConfig()), [rng.choice(long_lines) for _ in range(300)])
+    long_lines = [
+        f"{line} and then verify the result against the stored copy" for line in SHORT_LINES
+    ]
+    hit, _ = _feed(
+        LinesRule("text", DetectorConfig()), [rng.choice(long_lines) for _ in range(300)]
+    )
     assert hit is None  # median length > 20: not this rule's business
 
 
@@ -54,7 +79,9 @@ def test_symbol_only_lines_are_not_counted():
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
     body = "".join(
         f"the {a} part follows {b} and precedes {c}\n}}\n----\n|---|\n"
-        for a in words for b in words[:3] for c in words[4:6]
+        for a in words
+        for b in words[:3]
+        for c in words[4:6]
     )
     assert scan_text(body, "text") == []
     assert scan_text(body, "reasoning") == []

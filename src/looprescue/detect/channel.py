@@ -12,14 +12,15 @@ from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.segment import Segmenter
 
 # Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
-# text hits the same checkpoints in any chunking). 32 keeps detection delay well under one loop
-# period while making per-delta work a list append.
-STRIDE = 32
+# text hits the same checkpoints in any chunking). 64 keeps detection delay far below the 600
+# chars a cycle needs anyway, while making the work per delta a list append.
+STRIDE = 64
 
 
 class ChannelDetector:
     """Detects loops in one channel. After the first hit it latches: a consumer cuts there,
-    and ``scan`` users prune everything after ``prune_offset``, so later hits add nothing."""
+    and ``scan`` users prune everything after ``prune_offset``, so later hits add nothing.
+    A hit is returned once, by the ``feed`` or ``flush`` call that follows its discovery."""
 
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self.channel = channel
@@ -41,44 +42,60 @@ class ChannelDetector:
         )
         self._done = 0  # offset up to which every rule has run
         self.hit: Hit | None = None
+        self._reported = False
 
     @property
     def consumed(self) -> int:
         return self._win.end
 
     def feed(self, delta: str) -> Hit | None:
-        if self.hit is not None or not delta:
-            return None
-        self._win.append(delta)
-        # A checkpoint is processed once one char past it has arrived (sentence look-ahead).
-        if self._win.end > self._done + STRIDE:
-            return self._run(final=False)
-        return None
+        """Take a delta; return a hit not reported before (found now or by ``safe_offset``)."""
+        # The hot path: a list append and a compare (this runs for every delta).
+        if self.hit is None:
+            win = self._win
+            win.pending.append(delta)
+            win.end += len(delta)
+            # A checkpoint is processed once one char past it has arrived (look-ahead for an
+            # English full stop), so rules see the same text whatever the chunking.
+            if win.end <= self._done + STRIDE:
+                return None
+            self._advance(final=False, eager=False)
+        return self._report()
 
     def flush(self) -> Hit | None:
         """End of the text: run the rules up to the last char."""
-        if self.hit is not None:
-            return None
-        return self._run(final=True)
+        if self.hit is None:
+            self._advance(final=True, eager=False)
+        return self._report()
 
-    def _run(self, final: bool) -> Hit | None:
+    def _report(self) -> Hit | None:
+        if self.hit is not None and not self._reported:
+            self._reported = True
+            return self.hit
+        return None
+
+    def _advance(self, final: bool, eager: bool) -> None:
+        """Run every checkpoint whose look-ahead has arrived; with ``eager`` also every sentence
+        and line boundary (what ``safe_offset`` needs). Order is by offset either way."""
         win = self._win
         win.sync()
         while self.hit is None:
-            if win.end > self._done + STRIDE:
-                checkpoint, last = self._done + STRIDE, False
-            elif final and win.end > self._done:
-                checkpoint, last = win.end, True
+            checkpoint = self._done + STRIDE
+            if checkpoint < win.end:
+                self.hit = self._checkpoint(checkpoint, final=False)
+            elif final and self._done < win.end:
+                checkpoint = win.end
+                self.hit = self._checkpoint(checkpoint, final=True)
             else:
                 break
-            self.hit = self._checkpoint(checkpoint, last)
             self._done = checkpoint
+        if eager and self.hit is None:
+            self.hit = self._segmenter.scan_to(win, win.end - 1)
         win.trim(self._done)
-        return self.hit
 
     def _checkpoint(self, cp: int, final: bool) -> Hit | None:
         win = self._win
-        hit = self._segmenter.scan(win, self._done, cp, final)
+        hit = self._segmenter.scan_to(win, cp, final)
         if hit is None and self._paragraph is not None:
             hit = self._paragraph.at_checkpoint(win, cp)
         if hit is None:
@@ -87,10 +104,11 @@ class ChannelDetector:
 
     def safe_offset(self) -> int:
         """Chars of this channel that no future hit can prune (a proxy may release them)."""
+        if self.hit is None:
+            self._advance(final=False, eager=True)
         if self.hit is not None:
             return self.hit.prune_offset
         win = self._win
-        win.sync()
         end = win.end
         tail, tail_start = self._segmenter.tail(win)
         line_tail, line_start = self._segmenter.line_tail(win)

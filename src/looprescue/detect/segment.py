@@ -45,13 +45,19 @@ class Segmenter:
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
         self.in_fence = False
+        self.scanned = 0  # offset up to which boundaries have been processed
         if on_line_start is not None:
             on_line_start(0)
 
-    def scan(self, win: TextWindow, start: int, stop: int, final: bool = False) -> Hit | None:
-        """Process boundaries in [start, stop); with ``final`` the end of text is one too."""
+    def scan_to(self, win: TextWindow, stop: int, final: bool = False) -> Hit | None:
+        """Process the boundaries that end at or before ``stop``.
+
+        The char at ``stop`` must have arrived (an English ``.`` just before it needs it),
+        unless ``final``: then the text ends at ``stop`` and that is a boundary too."""
         raw, base = win.raw, win.base
-        # One char of look-ahead past ``stop`` is available (callers guarantee it unless final).
+        start, self.scanned = self.scanned, max(self.scanned, stop)
+        if stop <= start:
+            return None
         for match in SENTENCE_END.finditer(raw, start - base, stop - base + (0 if final else 1)):
             pos = match.start()
             if pos + base >= stop:

@@ -36,6 +36,11 @@ class StreamDetector:
             ch: ChannelDetector(ch, cfg) for ch in CHANNELS
         }
         self._consumed_unwatched: dict[Channel, int] = dict.fromkeys(CHANNELS, 0)
+        self._bind()
+
+    def _bind(self) -> None:
+        # feed() runs for every delta: look the bound method up once, not per call.
+        self._feeders = {ch: det.feed for ch, det in self._channels.items() if self.watches(ch)}
 
     def watches(self, channel: Channel) -> bool:
         return self.watch == "both" or self.watch == channel
@@ -47,11 +52,12 @@ class StreamDetector:
             raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}") from None
 
     def feed(self, channel: Channel, delta: str) -> Hit | None:
-        detector = self._channel(channel)
-        if not self.watches(channel):
-            self._consumed_unwatched[channel] += len(delta)
-            return None
-        return detector.feed(delta)
+        feeder = self._feeders.get(channel)
+        if feeder is not None:
+            return feeder(delta)
+        self._channel(channel)  # raises on an unknown channel name
+        self._consumed_unwatched[channel] += len(delta)
+        return None
 
     def feed_all(self, channel: Channel, delta: str) -> list[Hit]:
         hit = self.feed(channel, delta)
@@ -78,8 +84,9 @@ class StreamDetector:
 
     def reset(self, channel: Channel) -> None:
         """Start the channel afresh (offsets restart at zero)."""
-        self._channels[channel] = ChannelDetector(channel, self._cfg)
+        self._channels[channel] = ChannelDetector(self._channel(channel).channel, self._cfg)
         self._consumed_unwatched[channel] = 0
+        self._bind()
 
 
 def scan_text(

@@ -14,7 +14,8 @@ DIGIT_MASK = str.maketrans("123456789", "000000000")
 SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s)|\n")
 
 _LIST_ITEM = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
-_PUNCT_EDGES = " \t\r\n.。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-"
+_PUNCT = re.escape(".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-")
+_PHRASE_EDGES = re.compile(rf"^[\s{_PUNCT}]+|[\s{_PUNCT}]+$")
 
 
 class LineKind(Enum):
@@ -47,7 +48,7 @@ def classify_line(stripped: str) -> LineKind:
 
 def normalize_phrase(sentence: str) -> str:
     """Canonical form of a short sentence for phrase-pool counting ("OK." == "ok")."""
-    return sentence.strip(_PUNCT_EDGES).casefold()
+    return _PHRASE_EDGES.sub("", sentence).casefold()
 
 
 def has_alnum(text: str) -> bool:

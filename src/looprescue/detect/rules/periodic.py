@@ -32,6 +32,8 @@ MAX_OCCURRENCES = 8
 # Consecutive copies compared when judging whether a digit-masked run is a counter.
 COUNTER_COPIES_CHECKED = 4
 _NUMBER = re.compile(r"\d+")
+# Below this many chars the recurring-suffix bound is used as is (a few chars held back).
+SMALL_SUFFIX = 8
 
 
 @dataclass(slots=True)
@@ -83,6 +85,9 @@ class PeriodicRule:
         self._fence_factor = code_fence_factor
         self._runs: dict[int, _Run] = {}
         self._last_checkpoint = 0
+        # safe_offset's memory: the longest recurring suffix at the end of the last call
+        self._suffix = 0
+        self._suffix_end = 0
 
     # -- checkpoint ---------------------------------------------------------------------------
     def at_checkpoint(self, win: TextWindow, cp: int, in_fence: bool) -> Hit | None:
@@ -119,12 +124,11 @@ class PeriodicRule:
         b = cp - base
         if b < PROBE + cfg.cycleMinPeriod:
             return
-        probe = masked[b - PROBE : b]
         floor = max(0, cp - win.keep - base)  # the horizon: never depends on trimming
         lo = max(0, b - PROBE - cfg.cycleMaxPeriod)
         hi = b - cfg.cycleMinPeriod  # an occurrence must end at least one minimal period back
         for _ in range(MAX_OCCURRENCES):
-            j = masked.rfind(probe, lo, hi)
+            j = win.rfind_masked(b - PROBE, b, lo, hi)
             if j < 0:
                 return
             hi = j + PROBE - 1
@@ -176,15 +180,16 @@ class PeriodicRule:
         copies = min(COUNTER_COPIES_CHECKED, win.keep // lag - 1)
         for k in range(1, copies + 1):
             older = _NUMBER.findall(win.slice(cp - (k + 1) * lag, cp - k * lag))
-            if sum(a != b for a, b in zip(newer, older)) > limit:
+            if sum(a != b for a, b in zip(newer, older, strict=False)) > limit:
                 return False
             newer = older
         return True
 
     def _hit(self, win: TextWindow, rule: str, second_copy: int, lag: int, cp: int) -> Hit:
         first_copy = second_copy - lag
-        aligned = _natural_start(win, first_copy, second_copy)
-        evidence = win.slice(aligned, min(aligned + lag, aligned + 120))
+        aligned = _natural_start(win, first_copy, second_copy, cp)
+        latest = aligned + ((cp - lag - aligned) // lag) * lag  # a copy that is surely held
+        evidence = win.slice(latest, latest + min(lag, 120))
         return Hit(
             rule=rule,
             channel=self._channel,
@@ -198,44 +203,62 @@ class PeriodicRule:
 
     # -- watermark ----------------------------------------------------------------------------
     def safe_offset(self, win: TextWindow, end: int) -> int:
-        """Earliest offset a future cycle/counter hit could prune: end minus the longest suffix
-        that already occurs one period (within range) earlier in the masked text."""
+        """Earliest offset a future cycle/counter hit could prune: ``end`` minus the longest
+        suffix that already occurs at a lag within the period range in the masked text.
+
+        That suffix can grow by at most the chars received since the last call, so the search
+        starts from that bound; below SMALL_SUFFIX chars the bound is used without searching
+        (holding back a few more chars than needed is safe, and costs no search)."""
         cfg = self._cfg
-        masked, e = win.masked, end - win.base
+        e = end - win.base
+        bound = min(self._suffix + (end - self._suffix_end), e - cfg.cycleMinPeriod)
+        self._suffix_end = end
+        if bound < SMALL_SUFFIX:
+            self._suffix = max(bound, 0)
+            return end - self._suffix
 
         def recurs(length: int) -> bool:
-            if length > e - cfg.cycleMinPeriod:
-                return False
-            lo = max(0, e - length - cfg.cycleMaxPeriod)
-            return masked.rfind(masked[e - length : e], lo, e - cfg.cycleMinPeriod) >= 0
+            lo = e - length - cfg.cycleMaxPeriod
+            return win.rfind_masked(e - length, e, lo, e - cfg.cycleMinPeriod) >= 0
 
-        good, bad = 0, 4
-        while recurs(bad):
-            good, bad = bad, bad * 2
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            if recurs(mid):
-                good = mid
-            else:
-                bad = mid
+        if not recurs(SMALL_SUFFIX):
+            # the common case in healthy text: one search, and a few chars held back
+            self._suffix = SMALL_SUFFIX - 1
+            return end - self._suffix
+        good, bad = SMALL_SUFFIX, bound + 1
+        if recurs(bound):
+            good = bound
+        else:
+            bad = bound
+            while bad - good > 1:
+                mid = (good + bad) // 2
+                if recurs(mid):
+                    good = mid
+                else:
+                    bad = mid
+        self._suffix = good
         return end - good
 
 
-def _natural_start(win: TextWindow, first: int, second: int) -> int:
+def _natural_start(win: TextWindow, first: int, second: int, cp: int) -> int:
     """Move the start of the first copy forward to a line start (else a sentence start) inside
-    it, so the kept prefix ends on a clean boundary; the kept copy stays complete."""
-    raw, base = win.raw, win.base
-    lo, hi = first - base, second - base
-    if lo > 0 and raw[lo - 1] == "\n":
+    it, so the kept prefix ends on a clean boundary; the kept copy stays complete.
+
+    Copies share their layout, so the boundary is looked up in the latest complete copy, which
+    is always still held (the first copy of a long period may not be)."""
+    lag = second - first
+    latest = first + ((cp - lag - first) // lag) * lag
+    raw, lo, hi = win.raw, latest - win.base, latest + lag - win.base
+    if raw[lo - 1] == "\n":
         return first
     nl = raw.find("\n", lo, hi - 1)
     if nl >= 0:
-        return nl + 1 + base
+        return first + (nl + 1 - lo)
     for mark in ("。", ". ", "! ", "? "):
         pos = raw.find(mark, lo, hi - 1)
         if pos >= 0:
             start = pos + len(mark)
             while start < hi - 1 and raw[start] == " ":
                 start += 1
-            return start + base
+            return first + (start - lo)
     return first

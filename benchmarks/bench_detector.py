@@ -1,0 +1,86 @@
+"""Detector throughput, linearity, memory, and the cost of rescanning instead (make bench).
+
+Times are CPU seconds of this process (time.process_time): the machine is shared, and CPU time
+is far less disturbed by other load than wall time. Every ratio compares runs made here, now.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+from benchmarks.textgen import healthy_text, looping_text
+from looprescue.config import DetectorConfig
+from looprescue.detect import StreamDetector, scan_text
+
+DELTA = 3
+MB = 1_000_000
+
+
+def _incremental(text: str, with_watermark: bool = False) -> tuple[float, int]:
+    """Feed ``text`` in 3-char deltas; on a hit start the channel afresh (as a resumed stream
+    would). Returns (seconds, hits)."""
+    detector = StreamDetector(DetectorConfig(), watch="both")
+    feed, safe = detector.feed, detector.safe_offset
+    hits = 0
+    start = time.process_time()
+    for pos in range(0, len(text), DELTA):
+        if feed("reasoning", text[pos : pos + DELTA]) is not None:
+            hits += 1
+            detector.reset("reasoning")
+        elif with_watermark:
+            safe("reasoning")
+    return time.process_time() - start, hits
+
+
+def _naive(text: str) -> float:
+    """The baseline: keep the whole buffer and rescan it from scratch on every delta."""
+    start = time.process_time()
+    buffer = ""
+    for pos in range(0, len(text), DELTA):
+        buffer += text[pos : pos + DELTA]
+        if scan_text(buffer, "reasoning"):
+            buffer = ""  # a loop: start afresh, as the incremental run does
+    return time.process_time() - start
+
+
+def _peak_memory(text: str) -> int:
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    _incremental(text)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak - base
+
+
+def main() -> None:
+    print(f"detector: deltas of {DELTA} chars, one channel; MB = 10^6 chars")
+    for label, make in (("healthy mixed", healthy_text), ("looping", looping_text)):
+        small, large = make(1 * MB, seed=1), make(10 * MB, seed=2)
+        t_small, hits_small = _incremental(small)
+        t_large, hits_large = _incremental(large)
+        print(
+            f"  {label:14s} 1 MB: {1 / t_small:5.2f} MB/s ({hits_small} loops)   "
+            f"10 MB: {10 / t_large:5.2f} MB/s ({hits_large} loops)   "
+            f"time ratio 10MB/1MB: {t_large / t_small:5.2f} (linear = 10, limit 12)"
+        )
+        t_safe, _ = _incremental(small, with_watermark=True)
+        print(f"  {label:14s} 1 MB with safe_offset() after every delta: {1 / t_safe:5.2f} MB/s")
+        peak_small = _peak_memory(make(MB // 4, seed=3))
+        peak_large = _peak_memory(make(4 * MB, seed=4))
+        print(
+            f"  {label:14s} peak memory while streaming: {peak_small / 1024:7.1f} KiB for 0.25 MB,"
+            f" {peak_large / 1024:7.1f} KiB for 4 MB (bounded: must not grow with the text)"
+        )
+    for size in (4_000, 8_000, 16_000):
+        text = healthy_text(size, seed=5)
+        t_naive = _naive(text)
+        t_inc, _ = _incremental(text)
+        print(
+            f"  naive rescan-per-delta baseline on {size // 1000} k chars: {t_naive:6.2f} s vs "
+            f"{t_inc * 1000:6.1f} ms incremental: {t_naive / t_inc:7.0f}x slower"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Properties of the detector: chunking invariance, honest watermark, bounded memory."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.paths import CORPUS
+
+from looprescue.config import DetectorConfig
+from looprescue.corpus import load_corpus
+from looprescue.detect import StreamDetector, scan_text
+from looprescue.detect.channel import ChannelDetector
+
+WORDS = [
+    "lock",
+    "header",
+    "frame",
+    "seq",
+    "the",
+    "writer",
+    "reads",
+    "OK.",
+    "Go.",
+    "Now.",
+    "好。",
+    "输出。",
+    "step 12:",
+    "|",
+    "-",
+    "```",
+    "\n",
+    "\n\n",
+    "> ",
+    "1. ",
+    "因为",
+    "and",
+]
+
+word_text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=60).map(" ".join)
+
+
+@st.composite
+def loopy_texts(draw) -> str:
+    """Healthy-looking stretches mixed with verbatim, counter and reshuffled loops."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["prose", "cycle", "counter", "pool"]))
+        if kind == "prose":
+            parts.append(draw(word_text))
+        elif kind == "cycle":
+            unit = draw(st.text(min_size=1, max_size=120)) or "x"
+            parts.append(unit * draw(st.integers(1, 40)))
+        elif kind == "counter":
+            body = draw(word_text) or "item"
+            start = draw(st.integers(0, 80))
+            parts.append(
+                "".join(f"{body} {n}\n" for n in range(start, start + draw(st.integers(1, 30))))
+            )
+        else:
+            phrases = draw(st.lists(st.sampled_from(WORDS), min_size=2, max_size=6))
+            order = draw(st.lists(st.integers(0, len(phrases) - 1), max_size=120))
+            parts.append(" ".join(phrases[i] for i in order))
+    return "".join(parts)
+
+
+CORPUS_TEXTS = [r.scored_text() for r in load_corpus(CORPUS)]
+any_text = st.one_of(loopy_texts(), st.sampled_from(CORPUS_TEXTS))
+
+
+def _split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    pieces, last = [], 0
+    for point in [*points, len(text)]:
+        pieces.append(text[last:point])
+        last = point
+    return pieces
+
+
+def _stream_hit(text: str, channel: str, pieces: list[str]):
+    detector = StreamDetector(DetectorConfig(), watch="both")
+    for piece in pieces:
+        hit = detector.feed(channel, piece)
+        if hit is not None:
+            return hit
+    return detector.flush(channel)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=any_text,
+    cuts=st.lists(st.integers(0, 20_000), max_size=40),
+    channel=st.sampled_from(["reasoning", "text"]),
+)
+def test_any_chunking_gives_the_same_hit_as_scanning(text, cuts, channel):
+    expected = scan_text(text, channel)
+    hit = _stream_hit(text, channel, _split(text, cuts))
+    assert [hit] if hit else expected == []
+    assert ([hit] if hit else []) == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=any_text,
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=8),
+    channel=st.sampled_from(["reasoning", "text"]),
+)
+def test_safe_watermark_is_never_past_a_later_prune_point(text, sizes, channel):
+    detector = StreamDetector(DetectorConfig(), watch="both")
+    released, pos, i, hit = 0, 0, 0, None
+    while pos < len(text) and hit is None:
+        piece = text[pos : pos + sizes[i % len(sizes)]]
+        pos += len(piece)
+        i += 1
+        hit = detector.feed(channel, piece)
+        if hit is None:
+            safe = detector.safe_offset(channel)
+            assert released <= safe <= detector.consumed(channel)  # monotone, within the text
+            released = safe
+    if hit is None:
+        hit = detector.flush(channel)
+    if hit is not None:
+        assert released <= hit.prune_offset, "text a proxy released was later pruned"
+        assert hit.loop_start <= hit.prune_offset <= hit.fired_at <= len(text)
+
+
+def test_memory_per_stream_is_bounded_by_the_largest_period_and_windows():
+    cfg = DetectorConfig()
+    unit = "".join(chr(0x4E00 + (i * 37) % 2000) for i in range(300))  # a 300-char unit
+    healthy = " ".join(f"w{i * 7919 % 100003}" for i in range(200_000))  # ~1.4 MB, no loop
+    for text in (healthy, unit * 3000):
+        detector = ChannelDetector("reasoning", cfg)
+        held = 0
+        for start in range(0, len(text), 3):
+            detector.feed(text[start : start + 3])
+            held = max(held, len(detector._win.raw))
+            if detector.hit is not None:
+                break
+        assert held <= detector._win.keep + detector._win.slack + 64
