@@ -65,19 +65,20 @@ def test_one_phrase_alone_is_not_a_pool():
     assert hits and hits[0].rule == "cycle"
 
 
-HEALTHY_REASONING = """OK. The lock is taken first, then the header is written. Wait.
-Is that the order in the writer? Let me check. The writer opens the file with O_APPEND
-and calls flock before it writes anything. Good. So the header cannot interleave with another writer. Hmm. Then why did
-the test see two headers? OK. Maybe the test itself opens two writers without the lock. Let me
-check the fixture. The fixture creates the session directory and then starts two threads.
-Wait. Each thread builds its own writer, and the second one truncates the file. That is the
-bug: truncation happens before flock. OK. The fix is to open without O_TRUNC and truncate only
-after the lock is held. Hmm. But the reader must also tolerate an empty file during that
-window. Let me check the reader. It treats an empty file as "no header yet" and retries. Good.
-So the plan: move the truncate after flock, add a test with two writers, and run the suite.
-Wait. One more thing: the Windows path uses LockFileEx, which has different semantics. OK.
-LockFileEx locks a byte range, so I will lock the first byte, which matches what flock does
-for our purposes. Hmm. That should be enough. Let me write the patch now. OK."""
+HEALTHY_REASONING = """OK. The lock is taken first, then the header is written. Wait. Is that the order in the
+writer? Let me check. The writer opens the file with O_APPEND and calls flock before it
+writes anything. Good. So the header cannot interleave with another writer. Hmm. Then why
+did the test see two headers? OK. Maybe the test itself opens two writers without the lock.
+Let me check the fixture. The fixture creates the session directory and then starts two
+threads. Wait. Each thread builds its own writer, and the second one truncates the file.
+That is the bug: truncation happens before flock. OK. The fix is to open without O_TRUNC and
+truncate only after the lock is held. Hmm. But the reader must also tolerate an empty file
+during that window. Let me check the reader. It treats an empty file as "no header yet" and
+retries. Good. So the plan: move the truncate after flock, add a test with two writers, and
+run the suite. Wait. One more thing: the Windows path uses LockFileEx, which has different
+semantics. OK. LockFileEx locks a byte range, so I will lock the first byte, which matches
+what flock does for our purposes. Hmm. That should be enough. Let me write the patch now.
+OK."""
 
 
 def test_healthy_reasoning_with_recurring_interjections_does_not_fire():
