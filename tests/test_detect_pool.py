@@ -65,7 +65,8 @@ def test_one_phrase_alone_is_not_a_pool():
     assert hits and hits[0].rule == "cycle"
 
 
-HEALTHY_REASONING = """OK. The lock is taken first, then the header is written. Wait. Is that the order in the
+HEALTHY_REASONING = """\
+OK. The lock is taken first, then the header is written. Wait. Is that the order in the
 writer? Let me check. The writer opens the file with O_APPEND and calls flock before it
 writes anything. Good. So the header cannot interleave with another writer. Hmm. Then why
 did the test see two headers? OK. Maybe the test itself opens two writers without the lock.
