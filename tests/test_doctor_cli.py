@@ -92,8 +92,23 @@ def test_unreadable_input_exit_2_naming_the_file(tmp_path: Path) -> None:
     result = doctor(str(tmp_path), "--json")
     assert result.exit_code == 2
     assert str(log) in result.stderr
+    records = json_lines(result.stdout)
+    (error,) = [r for r in records if r["kind"] == "error"]
+    assert error["path"] == str(log) and error["frame"] is not None
     # the readable session is still reported
-    assert [s["sub"] for s in json_lines(result.stdout)] == ["repeat:bash"]
+    assert [r["sub"] for r in records if r["kind"] != "error"] == ["repeat:bash"]
+
+
+def test_no_path_means_the_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "sessions"
+    shutil.copytree(SESSIONS / "f_retry_storm" / "session", data / "--home-ana-proj--" / "s1")
+    result = doctor("--json", "--data", str(data))
+    assert result.exit_code == 1
+    assert [r["kind"] for r in json_lines(result.stdout)] == ["retry-storm"]
+    result = runner.invoke(app, ["doctor"], env={"DSH_HOME": str(tmp_path)})
+    assert result.exit_code == 1 and "retry-storm" in result.stdout
+    result = runner.invoke(app, ["doctor"], env={"DSH_HOME": str(tmp_path / "empty")})
+    assert result.exit_code == 2 and "empty" in result.stderr
 
 
 def test_paths_and_follow_are_exclusive() -> None:

@@ -17,7 +17,7 @@ from rich.table import Table
 from looprescue.config import ConfigError, DoctorConfig, load_config
 from looprescue.doctor import DetourSignal, SessionAnalysis, analyze_log
 from looprescue.doctor.tail import SessionTail
-from looprescue.dsh import SessionFormatError, find_session_logs, open_log
+from looprescue.dsh import SessionFormatError, find_session_logs, open_log, resolve_data_dir
 
 EXIT_CLEAN, EXIT_SIGNALS, EXIT_UNREADABLE = 0, 1, 2
 
@@ -27,9 +27,12 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor_command(
-    paths: list[Path] = typer.Argument(
-        None, help="Session log files, session dirs or DSH data dirs (searched recursively)."
+    paths: list[Path] | None = typer.Argument(
+        None,
+        help="Session log files, session dirs or data dirs, searched recursively "
+        "(default: the data dir).",
     ),
+    data: Path | None = typer.Option(None, "--data", help="Data dir used when no PATH is given."),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per signal."),
     config: Path | None = typer.Option(None, "--config", help="YAML config (doctor.* keys)."),
     follow: Path | None = typer.Option(
@@ -52,10 +55,8 @@ def doctor_command(
             err.print("[red]error:[/red] give either PATH... or --follow SESSION, not both")
             raise typer.Exit(EXIT_UNREADABLE)
         raise typer.Exit(_follow(follow, options, json_output, interval, err))
-    if not paths:
-        err.print("[red]error:[/red] no PATH given (or use --follow SESSION)")
-        raise typer.Exit(EXIT_UNREADABLE)
-    raise typer.Exit(_diagnose(paths, options, json_output, err))
+    inputs = list(paths) if paths else [resolve_data_dir(data)]
+    raise typer.Exit(_diagnose(inputs, options, json_output, err))
 
 
 # -- finished logs ------------------------------------------------------------------------------
@@ -65,7 +66,7 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
     try:
         logs = find_session_logs(paths)
     except SessionFormatError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        _report_error(exc, err, json_output)
         return EXIT_UNREADABLE
     out = Console(highlight=False)
     unreadable = found = False
@@ -76,7 +77,7 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
                 log.events(tolerate_torn_tail=True), log.session_id, options, header=log.header
             )
         except SessionFormatError as exc:
-            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            _report_error(exc, err, json_output)
             unreadable = True
             continue
         if log.torn_tail is not None:
@@ -90,6 +91,22 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
     if unreadable:
         return EXIT_UNREADABLE
     return EXIT_SIGNALS if found else EXIT_CLEAN
+
+
+def _report_error(exc: SessionFormatError, err: Console, json_output: bool) -> None:
+    """On stderr for people; with --json also as a record on stdout, like `scan` does."""
+    err.print(f"[red]error:[/red] {escape(str(exc))}")
+    if json_output:
+        record = {
+            "kind": "error",
+            "path": str(exc.path) if exc.path else None,
+            "message": str(exc),
+            "frame": exc.frame,
+            "offset": exc.offset,
+            "line": exc.line,
+            "lastGoodSeq": exc.last_good_seq,
+        }
+        typer.echo(orjson.dumps(record).decode())
 
 
 def _json_line(signal: DetourSignal, path: Path) -> str:
