@@ -9,6 +9,7 @@ from tests.paths import SESSIONS
 from typer.testing import CliRunner
 
 from looprescue.cli import app
+from looprescue.dsh import SessionLock
 
 runner = CliRunner()
 
@@ -102,3 +103,15 @@ def test_sessions_uses_dsh_home(tmp_path, monkeypatch):
     result = runner.invoke(app, ["sessions", "--json"])
     assert result.exit_code == 0
     assert json.loads(result.stdout)["id"] == "session-1cea1e2b256e46ce8db61b4692cf5345"
+
+
+def test_sessions_shows_a_session_dsh_holds(tmp_path):
+    session_dir = tmp_path / "sessions" / "--p--" / "s1"
+    shutil.copytree(SESSIONS / "g_healthy_long_answer" / "session", session_dir)
+    with SessionLock(session_dir):
+        held = runner.invoke(app, ["sessions", "--data", str(tmp_path / "sessions"), "--json"])
+        table = runner.invoke(app, ["sessions", "--data", str(tmp_path / "sessions")])
+    assert json.loads(held.stdout)["lockedByDsh"] is True
+    assert "open" in table.stdout
+    free = runner.invoke(app, ["sessions", "--data", str(tmp_path / "sessions"), "--json"])
+    assert json.loads(free.stdout)["lockedByDsh"] is False
