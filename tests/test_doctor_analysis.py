@@ -286,3 +286,63 @@ def test_adversarial_log_cannot_grow_the_tables() -> None:
     signals = analysis.finish()
     assert [s.kind for s in signals].count("tool-misuse") == 1
     assert all(len(s.evidence) <= 4 for s in signals)
+
+
+def test_legacy_version_0_shapes() -> None:
+    """rc.8 logs (FORMAT.md §13): nested tool-result blocks, pre-identity results and messages."""
+    events: list[dict] = []
+
+    def add(event_type: str, data: dict) -> None:
+        events.append({"type": event_type, "seq": len(events), "time": 0, "data": data})
+
+    for turn in (1, 2):
+        add("turn/start", {"turn": turn})
+        add(
+            "tool/call",
+            {"turn": turn, "step": 1, "callId": f"a{turn}", "name": "read", "arguments": "{}"},
+        )
+        block = {
+            "type": "tool-result",
+            "toolCallId": f"a{turn}",
+            "content": [{"type": "text", "text": "no"}],
+            "isError": True,
+        }
+        add(
+            "tool/result",
+            {"message": {"source": {"kind": "tool"}, "content": [block], "role": "user"}},
+        )
+        add(
+            "tool/call",
+            {"turn": turn, "step": 2, "callId": f"b{turn}", "name": "grep", "arguments": "{}"},
+        )
+        add(
+            "tool/result",
+            {"turn": turn, "step": 2, "callId": f"b{turn}", "content": [], "isError": True},
+        )
+        for step in (3, 4, 5):
+            add(
+                "assistant/message",
+                {
+                    "turn": turn,
+                    "step": step,
+                    "content": [
+                        {"type": "text", "text": "Working on it, checking the files again now."}
+                    ],
+                },
+            )
+        add(
+            "user/message",
+            {
+                "content": [{"type": "text", "text": "note"}],
+                "source": {"kind": "plugin", "plugin": "x"},
+            },
+        )
+        add("turn/end", {"turn": turn})
+    signals = analyze_log(events, "legacy", {"injectThreshold": 2})
+    assert kinds(signals) == [
+        ("narration-loop", None, 1, 3),
+        ("narration-loop", None, 2, 3),
+        ("tool-misuse", "grep", 2, 2),
+        ("tool-misuse", "read", 2, 2),
+        ("context-thrash", "inject", None, 2),
+    ]
