@@ -127,3 +127,20 @@ def test_decoder_byte_by_byte_equals_all_at_once() -> None:
     lines = [line for byte in range(len(data)) for line in decoder.feed(data[byte : byte + 1])]
     assert lines == [line.rstrip(b"\n") for line in LINES]
     assert decoder.pending_bytes == 0 and decoder.encoding == "zstd"
+
+
+def test_a_long_log_is_taken_in_bounded_bites(tmp_path: Path) -> None:
+    path = tmp_path / "session.v4.jsonl.zstd"
+    frames = [compress_frame(LINES[0])] + [compress_frame(line) for line in LINES[1:]]
+    path.write_bytes(b"".join(frames))
+    tail = SessionTail(path)
+    events, polls = [], 0
+    while True:
+        update = tail.poll(max_bytes=100)
+        polls += 1
+        events += update.events
+        assert len(update.events) <= 2  # a frame here is well over 50 bytes
+        if not update.more:
+            break
+    assert events == SESSIONS_LOG.events
+    assert polls >= len(b"".join(frames)) // 100

@@ -199,7 +199,8 @@ def _follow(
             if analysis is not None:
                 for event in update.events:
                     show(analysis.feed(event))
-            ctrl_c.sleep(interval)
+            if not update.more:
+                ctrl_c.sleep(interval)
     if analysis is not None:
         show(analysis.finish())
     err.print("stopped")

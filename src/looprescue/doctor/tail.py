@@ -20,6 +20,7 @@ from looprescue.dsh.errors import SessionAccessError, SessionFormatError
 from looprescue.dsh.frames import ZSTD_MAGIC
 
 _READ_SIZE = 1 << 20
+POLL_BYTES = 4 << 20  # per poll, so a long existing log is taken in bounded bites
 _FINGERPRINT_BYTES = 4096  # the file's start (header frame first): changes only on a rewrite
 
 
@@ -91,6 +92,7 @@ class TailUpdate:
     events: list[dict[str, Any]] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     restarted: bool = False
+    more: bool = False  # stopped at the byte budget: poll again right away
 
 
 class SessionTail:
@@ -111,7 +113,8 @@ class SessionTail:
         self._line_no = 0
         self.header: dict[str, Any] | None = None
 
-    def poll(self) -> TailUpdate:
+    def poll(self, max_bytes: int = POLL_BYTES) -> TailUpdate:
+        """New events since the last poll, reading at most about ``max_bytes`` of the file."""
         update = TailUpdate()
         try:
             with open(self.path, "rb") as fh:
@@ -119,11 +122,14 @@ class SessionTail:
                 self._check_same_file(fh, stat, update)
                 self._missing_reported = False
                 fh.seek(self._offset)
-                while chunk := fh.read(_READ_SIZE):
+                budget = max_bytes
+                while budget > 0 and (chunk := fh.read(min(_READ_SIZE, budget))):
+                    budget -= len(chunk)
                     self._offset += len(chunk)
                     if len(self._fingerprint) < _FINGERPRINT_BYTES:
                         self._fingerprint += chunk[: _FINGERPRINT_BYTES - len(self._fingerprint)]
                     self._take(chunk, update)
+                update.more = self._offset < os.fstat(fh.fileno()).st_size
         except FileNotFoundError:
             if not self._missing_reported:
                 update.notices.append(f"{self.path}: session log removed; waiting for it")
