@@ -33,3 +33,7 @@ for _name in COMMAND_MODULES:
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -43,7 +43,6 @@ class DetectorConfig(_Strict):
     # paragraph: a long paragraph re-emitted verbatim (loops whose period is too long to show
     # three copies soon).
     paragraphMinChars: int = Field(280, ge=40, le=1_000_000)
-    paragraphMinRepeats: int = Field(2, ge=2, le=1000)
     # pool: recent sentences drawn from a handful of recurring short phrases.
     poolWindow: int = Field(30, ge=4, le=10_000)
     poolMinCoverage: float = Field(0.75, gt=0.0, le=1.0)

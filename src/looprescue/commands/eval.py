@@ -29,12 +29,11 @@ def eval_command(
 
     Exit code 1 if any record is misjudged, 2 if the corpus or config cannot be read.
     """
-    err = Console(stderr=True)
     try:
         cfg = load_config(config)
         records = load_corpus(corpus)
     except (ConfigError, CorpusError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     summary = evaluate(records, cfg.detector, seed=seed)
     if json_output:
@@ -47,7 +46,7 @@ def eval_command(
 
 
 def _print_table(summary: Summary) -> None:
-    console = Console()
+    console = Console(width=max(Console().width, 140))
     table = Table(title="loop detector on corpus", show_lines=False)
     for column in ("id", "label", "chan", "verdict", "rule", "consumed", "prune", "onset", "delay"):
         table.add_column(

@@ -1,0 +1,3 @@
+from looprescue.cli import main
+
+main()

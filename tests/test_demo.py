@@ -1,0 +1,36 @@
+"""``looprescue demo``: loops are cut before they reach the screen; healthy text streams through."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from looprescue.commands.demo import load_examples
+from looprescue.detect import scan_text
+
+
+def test_bundled_examples_are_two_loops_and_one_healthy_answer():
+    verdicts = {e["name"]: scan_text(e["text"], e["channel"]) for e in load_examples()}
+    assert verdicts["reasoning loop"] and verdicts["paragraph loop"]
+    assert verdicts["healthy answer"] == []
+
+
+def test_demo_prints_where_it_fired_and_leaks_nothing():
+    result = subprocess.run(
+        [sys.executable, "-m", "looprescue.cli", "demo", "--delay-ms", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.count("loop detected") == 2
+    assert "rule pool" in out or "rule cycle" in out
+    assert out.count("looping chars that reached the screen: 0") == 2
+    assert "no loop: all" in out
+    examples = {e["name"]: e for e in load_examples()}
+    looping = examples["reasoning loop"]["text"]
+    hit = scan_text(looping, "reasoning")[0]
+    # what reached the screen ends where the detector said to cut
+    assert looping[: hit.prune_offset][-40:].replace("\n", "") in out.replace("\n", "")
+    assert looping[hit.prune_offset : hit.fired_at] not in out
