@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -236,8 +237,9 @@ def test_healthy_streams_pass_with_identical_content(
     upstream: ScriptedUpstream, record: dict
 ) -> None:
     calls = (ToolCall("read", {"file_path": "notes/a.txt"}),)
-    upstream.enqueue(corpus_response(record, tool_calls=calls))
-    upstream.enqueue(corpus_response(record, tool_calls=calls))
+    # coarser deltas than the default keep the long texts quick; content is what is compared
+    for _ in range(2):
+        upstream.enqueue(corpus_response(record, tool_calls=calls, delta_chars=(4, 24)))
     with serve(upstream) as proxy:
         via_anthropic = stream_anthropic(proxy)
         via_openai = stream_openai(proxy)
@@ -335,3 +337,41 @@ def test_audit_log_records_detection_cut_and_resume(
     assert isinstance(detection["elapsed_ms"], int)
     assert "test-key" not in audit.read_text()
     assert audit.stat().st_mode & 0o777 == 0o600
+
+
+def test_concurrent_streams_are_rescued_independently(upstream: ScriptedUpstream) -> None:
+    """Several conversations at once, half of them looping: each gets its own right answer."""
+    loops = [r for r in loop_records() if r["channel"] == "reasoning"]
+    cases = range(8)
+
+    def mine(case: int, continuation: bool) -> Any:
+        def match(request: Any) -> bool:
+            text = request.text(include_dsh_extensions=False)
+            return f"case-{case}." in text and ("[looprescue]" in text) == continuation
+
+        return match
+
+    for case in cases:
+        if case % 2 == 0:
+            record = loops[case // 2 % len(loops)]
+            upstream.enqueue(corpus_response(record, match=mine(case, False), seed=case))
+            upstream.enqueue(ScriptedResponse(text=f"Answer {case}.", match=mine(case, True)))
+        else:
+            upstream.enqueue(
+                ScriptedResponse(
+                    reasoning=f"Plain thinking {case}.",
+                    text=f"Answer {case}.",
+                    match=mine(case, False),
+                )
+            )
+    with serve(upstream) as proxy, ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda c: stream_openai(proxy, f"Question case-{c}."), cases))
+        totals = proxy.totals
+    for case, got in zip(cases, results, strict=True):
+        assert got["text"] == f"Answer {case}."
+        if case % 2:
+            assert got["reasoning"] == f"Plain thinking {case}."
+        else:
+            assert "〔" in got["reasoning"]
+    assert totals.rescues == 4 and totals.leaked_loop_chars == 0 and totals.responses == 8
+    assert upstream.remaining == 0
