@@ -14,8 +14,7 @@ DIGIT_MASK = str.maketrans("123456789", "000000000")
 SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s)|\n")
 
 _LIST_ITEM = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
-_PUNCT = re.escape(".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-")
-_PHRASE_EDGES = re.compile(rf"^[\s{_PUNCT}]+|[\s{_PUNCT}]+$")
+_PUNCT = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-"
 
 
 class LineKind(Enum):
@@ -48,7 +47,12 @@ def classify_line(stripped: str) -> LineKind:
 
 def normalize_phrase(sentence: str) -> str:
     """Canonical form of a short sentence for phrase-pool counting ("OK." == "ok")."""
-    return _PHRASE_EDGES.sub("", sentence).casefold()
+    # Strip runs of whitespace and punctuation from both ends (str.strip works in C; two
+    # passes suffice unless whitespace and punctuation alternate).
+    text = sentence.strip().strip(_PUNCT)
+    while text and (text[0].isspace() or text[-1].isspace()):
+        text = text.strip().strip(_PUNCT)
+    return text.casefold()
 
 
 def has_alnum(text: str) -> bool:
