@@ -274,3 +274,22 @@ def test_bad_json_from_upstream_is_a_malformed_error(upstream: ScriptedUpstream)
         compat = httpx.post(proxy.base_url + "/v1/chat/completions", json=openai_body())
     _, last = parse_sse(compat.text)[-1]
     assert "invalid JSON" in json.dumps(last)
+
+
+def test_disconnect_before_upstream_headers_cancels_the_upstream(
+    upstream: ScriptedUpstream,
+) -> None:
+    """The upstream has not even answered yet (non-streaming stall) when the client leaves."""
+    upstream.enqueue(ScriptedResponse(text="late", stall_after=0, stall_seconds=60))
+    with serve(upstream) as proxy:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                proxy.base_url + "/v1/messages",
+                json=anthropic_body(stream=False),
+                headers=ANTHROPIC_HEADERS,
+                timeout=httpx.Timeout(5, read=0.5),
+            )
+        assert upstream.wait_for(lambda u: u.requests and u.requests[0].outcome != "pending")
+        assert upstream.requests[0].client_disconnected
+        assert proxy.app.state.totals.upstream_cancelled == 1
+        assert_pool_idle(proxy)

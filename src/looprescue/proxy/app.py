@@ -24,7 +24,7 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -211,19 +211,22 @@ class _Proxy:
             headers=forward_headers(request.headers),
             content=raw,
         )
-        try:
-            upstream = await self.client.send(upstream_request, stream=True)
-        except httpx.HTTPError as err:
-            return _gateway_error(None, err)
-        headers = response_headers(upstream.headers, decoded=False)
+        responses: list[httpx.Response] = []
 
         async def pump(send: Send) -> None:
+            try:
+                upstream = await self.client.send(upstream_request, stream=True)
+            except httpx.HTTPError as err:
+                await _send_whole(send, *_gateway_error(None, err))
+                return
+            responses.append(upstream)
+            headers = response_headers(upstream.headers, decoded=False)
             await send(_start(upstream.status_code, headers))
             async for chunk in upstream.aiter_raw():
                 await send(_body(chunk))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        return _GuardedResponse(pump, [upstream], self.totals)
+        return _GuardedResponse(pump, responses, self.totals)
 
     # ------------------------------------------------------------------ rescued routes
 
@@ -241,26 +244,6 @@ class _Proxy:
         if acting and state.take_retry_request():
             outgoing = apply_retry_overrides(outgoing, protocol, config)
         content = raw if outgoing is body else _dumps(outgoing)
-        headers = forward_headers(request.headers)
-        url = self.url_for(request)
-        try:
-            upstream = await self.client.send(
-                self.client.build_request("POST", url, headers=headers, content=content),
-                stream=True,
-            )
-        except httpx.HTTPError as err:
-            return _gateway_error(protocol, err)
-        if upstream.status_code != 200:
-            # DSH's retry policy keys off these: pass status, headers and body through.
-            try:
-                payload = await upstream.aread()
-            except httpx.HTTPError as err:
-                return _gateway_error(protocol, err)
-            finally:
-                await upstream.aclose()
-            return Response(
-                payload, upstream.status_code, response_headers(upstream.headers, decoded=True)
-            )
         engine = RescueEngine(config, protocol, outgoing, state, lang)
         context = {
             "conversation": key,
@@ -268,10 +251,11 @@ class _Proxy:
             "model": body.get("model"),
             "path": request.url.path,
         }
-        exchange = _Exchange(self, engine, protocol, url, headers, context, body)
-        if body.get("stream"):
-            return exchange.streaming_response(upstream)
-        return await exchange.whole_response(upstream)
+        headers = forward_headers(request.headers)
+        exchange = _Exchange(self, engine, protocol, self.url_for(request), headers, context, body)
+        return _GuardedResponse(
+            functools.partial(exchange.run, content), exchange.open_responses, self.totals, engine
+        )
 
 
 @dataclass
@@ -298,6 +282,31 @@ class _Exchange:
     clock: RequestClock = field(default_factory=RequestClock)
     open_responses: list[httpx.Response] = field(default_factory=list)
     resume_started_ms: int | None = None
+
+    async def run(self, content: bytes, send: Send) -> None:
+        """Send the client's request upstream and answer the client, whatever happens."""
+        client = self.proxy.client
+        request = client.build_request("POST", self.url, headers=self.headers, content=content)
+        try:
+            upstream = await client.send(request, stream=True)
+        except httpx.HTTPError as err:
+            await _send_whole(send, *_gateway_error(self.protocol, err))
+            return
+        self.open_responses.append(upstream)
+        if upstream.status_code != 200:
+            # DSH's retry policy keys off these: pass status, headers and body through.
+            try:
+                payload = await upstream.aread()
+            except httpx.HTTPError as err:
+                await _send_whole(send, *_gateway_error(self.protocol, err))
+                return
+            headers = response_headers(upstream.headers, decoded=True)
+            await _send_whole(send, upstream.status_code, headers, payload)
+            return
+        if self.body.get("stream"):
+            await self._stream(send, upstream, _stream_headers(upstream))
+        else:
+            await _send_whole(send, *await self.whole_response(upstream))
 
     def _audit(self, record: AuditRecord) -> None:
         audit = self.proxy.audit
@@ -354,18 +363,6 @@ class _Exchange:
             return _Resumed(failure=failure)
 
     # ------------------------------------------------------------------ streaming
-
-    def streaming_response(self, upstream: httpx.Response) -> Response:
-        self.open_responses.append(upstream)
-        headers = response_headers(upstream.headers, decoded=True)
-        headers["content-type"] = "text/event-stream; charset=utf-8"
-        headers.setdefault("cache-control", "no-cache")
-        return _GuardedResponse(
-            lambda send: self._stream(send, upstream, headers),
-            self.open_responses,
-            self.proxy.totals,
-            self.engine,
-        )
 
     async def _events(
         self, chunks: AsyncIterator[bytes], decoder: Any, first: bytes = b""
@@ -463,7 +460,8 @@ class _Exchange:
 
     # ------------------------------------------------------------------ non-streaming
 
-    async def whole_response(self, upstream: httpx.Response) -> Response:
+    async def whole_response(self, upstream: httpx.Response) -> tuple[int, dict[str, str], bytes]:
+        """The merged non-streaming answer: (status, headers, JSON body)."""
         engine = self.engine
         if self.protocol == "anthropic":
             collector: Any = anthropic_wire.AnthropicCollector()
@@ -474,8 +472,6 @@ class _Exchange:
         headers = response_headers(upstream.headers, decoded=True)
         try:
             payload = await upstream.aread()
-        except httpx.TimeoutException:
-            return _gateway_error(self.protocol, "upstream stalled", 504)
         except httpx.HTTPError as err:
             return _gateway_error(self.protocol, err)
         finally:
@@ -505,13 +501,11 @@ class _Exchange:
                     elif not isinstance(item, CloseUpstream | StartResume):
                         collector.add(item)
                 break
-        self.proxy.totals.add(engine.stats)
         if collector.error is not None:
-            status = 502
             body = _error_payload(self.protocol, collector.error)
-            return JSONResponse(body, status)
-        headers.pop("content-type", None)
-        return JSONResponse(collector.result(), status, headers)
+            return 502, {"content-type": "application/json"}, _dumps(body)
+        headers["content-type"] = "application/json"
+        return status, headers, _dumps(collector.result())
 
     def _whole_events(self, payload: bytes, collector: Any) -> list[UpstreamEvent]:
         try:
@@ -575,7 +569,7 @@ class _GuardedResponse(Response):
                     await response.aclose()
             if disconnected:
                 self._totals.upstream_cancelled += 1
-            if self._engine is not None:
+            if self._engine is not None and self._engine.state != "awaiting_start":
                 self._totals.add(self._engine.stats)
 
 
@@ -609,11 +603,20 @@ def _error_payload(protocol: Protocol | None, error: EmitError) -> dict[str, Any
     return anthropic_wire.error_body(error)
 
 
-def _gateway_error(
-    protocol: Protocol | None, err: Exception | str, status: int | None = None
-) -> Response:
-    if status is None:
-        status = 504 if isinstance(err, httpx.TimeoutException) else 502
-    message = err if isinstance(err, str) else f"upstream unreachable: {type(err).__name__}: {err}"
-    failure = EmitError("transport", message)
-    return JSONResponse(_error_payload(protocol, failure), status)
+def _gateway_error(protocol: Protocol | None, err: Exception) -> tuple[int, dict[str, str], bytes]:
+    status = 504 if isinstance(err, httpx.TimeoutException) else 502
+    failure = EmitError("transport", f"upstream unreachable: {type(err).__name__}: {err}")
+    body = _dumps(_error_payload(protocol, failure))
+    return status, {"content-type": "application/json"}, body
+
+
+def _stream_headers(upstream: httpx.Response) -> dict[str, str]:
+    headers = response_headers(upstream.headers, decoded=True)
+    headers["content-type"] = "text/event-stream; charset=utf-8"
+    headers.setdefault("cache-control", "no-cache")
+    return headers
+
+
+async def _send_whole(send: Send, status: int, headers: Mapping[str, str], body: bytes) -> None:
+    await send(_start(status, {**headers, "content-length": str(len(body))}))
+    await send({"type": "http.response.body", "body": body, "more_body": False})
