@@ -33,7 +33,7 @@ def classify_line(stripped: str) -> LineKind:
         return LineKind.BLANK
     if stripped.startswith("```") or stripped.startswith("~~~"):
         return LineKind.FENCE
-    if not any(ch.isalnum() for ch in stripped):
+    if not has_alnum(stripped):
         return LineKind.SYMBOLS
     first = stripped[0]
     if first == "|":
@@ -55,8 +55,11 @@ def normalize_phrase(sentence: str) -> str:
     return text.casefold()
 
 
+_ALNUM = re.compile(r"[^\W_]")  # a letter or digit in any script
+
+
 def has_alnum(text: str) -> bool:
-    return any(ch.isalnum() for ch in text)
+    return _ALNUM.search(text) is not None
 
 
 def excerpt(text: str, limit: int = 80) -> str:
