@@ -268,7 +268,8 @@ class OpenAIEncoder:
         if isinstance(item, EmitFinish):
             word = item.raw_reason or _FINISH_WORDS.get(item.reason, "stop")
             out = _line(self._chunk({}, word))
-            if self.include_usage:
+            if self.include_usage and item.usage != Usage():
+                # only what the upstream reported: no invented zero counts
                 out += _line({**self._envelope, "choices": [], "usage": usage_to(item.usage)})
             return out + format_event("[DONE]")
         if isinstance(item, EmitError):
