@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
+from tests.support.scripted_upstream import ScriptedResponse, ScriptedUpstream, parse_sse
 from typer.testing import CliRunner
 
 from looprescue.cli import app
@@ -57,3 +63,57 @@ def test_bad_upstream_url_exits_2() -> None:
     result = CliRunner().invoke(app, ["proxy", "--upstream", "ftp://example"])
     assert result.exit_code == 2
     assert "upstream URL must be http(s)" in (result.output + (result.stderr or ""))
+
+
+def test_proxy_command_serves_requests(tmp_path: Path) -> None:
+    """The real command in its own process, in front of the scripted upstream."""
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = write(tmp_path, "marker: true\nproxy:\n  host: 127.0.0.1\n")
+    with ScriptedUpstream([ScriptedResponse(text="Served.")]) as upstream:
+        command = [
+            sys.executable,
+            "-c",
+            "from looprescue.cli import main; main()",
+            "proxy",
+            "--upstream",
+            upstream.base_url,
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+        ]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        break
+                except OSError:
+                    assert process.poll() is None, process.stderr.read().decode()
+                    assert time.monotonic() < deadline, "proxy did not start listening"
+                    time.sleep(0.05)
+            response = httpx.post(
+                f"http://127.0.0.1:{port}/v1/messages",
+                json={
+                    "model": "deepseek-flash",
+                    "stream": True,
+                    "max_tokens": 10,
+                    "messages": [{"role": "user", "content": "hi"}],
+                },
+                headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+            )
+        finally:
+            process.terminate()
+            _, stderr = process.communicate(timeout=30)
+    assert response.status_code == 200
+    text = "".join(
+        data["delta"]["text"]
+        for name, data in parse_sse(response.text)
+        if name == "content_block_delta" and data["delta"]["type"] == "text_delta"
+    )
+    assert text == "Served."
+    assert f"looprescue proxy on http://127.0.0.1:{port}" in stderr.decode()
