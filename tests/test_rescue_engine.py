@@ -559,3 +559,19 @@ def test_model_filter_globs() -> None:
     assert applies_to(config, "deepseek-flash") and applies_to(config, "qwen3")
     assert not applies_to(config, "gpt-4o") and not applies_to(config, None)
     assert applies_to(LoopRescueConfig(), "anything")
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [r for r in corpus() if not scan_text(r["text"], r["channel"])],
+    ids=lambda r: r["id"],
+)
+def test_text_without_a_confirmed_loop_is_never_lost(rec: dict[str, Any]) -> None:
+    """Held text is released in full when the stream ends without a confirmed loop (this
+    includes loops too short for the detector: the proxy never drops unconfirmed text)."""
+    channel = rec["channel"]
+    script = Script(**{channel: rec["text"]}, seed=7)
+    result = run(engine_for(), script.events())
+    check_well_formed(result)
+    assert result.content(channel) == rec["text"]
+    assert not result.markers() and not result.resumes
