@@ -32,8 +32,6 @@ MAX_OCCURRENCES = 8
 # Consecutive copies compared when judging whether a digit-masked run is a counter.
 COUNTER_COPIES_CHECKED = 4
 _NUMBER = re.compile(r"\d+")
-# Below this many chars the recurring-suffix bound is used as is (a few chars held back).
-SMALL_SUFFIX = 8
 
 
 @dataclass(slots=True)
@@ -204,28 +202,28 @@ class PeriodicRule:
     # -- watermark ----------------------------------------------------------------------------
     def safe_offset(self, win: TextWindow, end: int) -> int:
         """Earliest offset a future cycle/counter hit could prune: ``end`` minus the longest
-        suffix that already occurs at a lag within the period range in the masked text.
+        suffix that already occurs at a lag within the period range (masked text).
 
-        That suffix can grow by at most the chars received since the last call, so the search
-        starts from that bound; below SMALL_SUFFIX chars the bound is used without searching
-        (holding back a few more chars than needed is safe, and costs no search)."""
+        A second copy looks exactly like such a suffix while it is being written, so all of it
+        is held back, however short: in healthy text that is the last few chars of a delta
+        (they recur by chance, e.g. "the "), released as soon as the next delta shows that the
+        repetition does not go on. Holding less would let the start of a second copy through.
+
+        The suffix can grow by at most the chars received since the last call, so the search
+        starts from that bound and narrows it by bisection."""
         cfg = self._cfg
         e = end - win.base
         bound = min(self._suffix + (end - self._suffix_end), e - cfg.cycleMinPeriod)
         self._suffix_end = end
-        if bound < SMALL_SUFFIX:
-            self._suffix = max(bound, 0)
-            return end - self._suffix
+        if bound <= 0:
+            self._suffix = 0
+            return end
 
         def recurs(length: int) -> bool:
             lo = e - length - cfg.cycleMaxPeriod
             return win.rfind_masked(e - length, e, lo, e - cfg.cycleMinPeriod) >= 0
 
-        if not recurs(SMALL_SUFFIX):
-            # the common case in healthy text: one search, and a few chars held back
-            self._suffix = SMALL_SUFFIX - 1
-            return end - self._suffix
-        good, bad = SMALL_SUFFIX, bound + 1
+        good, bad = 0, bound + 1
         if recurs(bound):
             good = bound
         else:
