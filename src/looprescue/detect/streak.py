@@ -31,13 +31,9 @@ class RepeatStreak:
                 self._score = 0.0
 
 
-# Prefix index depth: enough to tell a fresh sentence from a recurring one within a few chars.
-PREFIX_DEPTH = 8
-
-
-class PrefixIndex:
-    """Counts the first 1..PREFIX_DEPTH chars of a multiset of strings, so "could the text
-    being written turn out to be one of them?" is a dict lookup, not a scan."""
+class FirstChars:
+    """Counts the first char of a multiset of strings: a one-lookup filter before asking
+    whether any of them starts with a given text."""
 
     __slots__ = ("_counts",)
 
@@ -45,22 +41,16 @@ class PrefixIndex:
         self._counts: dict[str, int] = {}
 
     def add(self, text: str) -> None:
-        counts = self._counts
-        for i in range(1, min(len(text), PREFIX_DEPTH) + 1):
-            key = text[:i]
-            counts[key] = counts.get(key, 0) + 1
+        if text:
+            self._counts[text[0]] = self._counts.get(text[0], 0) + 1
 
     def remove(self, text: str) -> None:
-        counts = self._counts
-        for i in range(1, min(len(text), PREFIX_DEPTH) + 1):
-            key = text[:i]
-            left = counts[key] - 1
+        if text:
+            left = self._counts[text[0]] - 1
             if left:
-                counts[key] = left
+                self._counts[text[0]] = left
             else:
-                del counts[key]
+                del self._counts[text[0]]
 
-    def may_start(self, head: str) -> bool:
-        """False only if no indexed string starts with ``head`` (a cheap, exact filter for
-        heads up to PREFIX_DEPTH chars; longer heads need the caller's full check)."""
-        return head[:PREFIX_DEPTH] in self._counts
+    def __contains__(self, char: str) -> bool:
+        return char in self._counts

@@ -13,7 +13,7 @@ from collections import Counter, deque
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.streak import PREFIX_DEPTH, PrefixIndex, RepeatStreak
+from looprescue.detect.streak import FirstChars, RepeatStreak
 from looprescue.detect.text import excerpt
 
 
@@ -31,7 +31,7 @@ class LinesRule:
         self._seen = 0  # lines counted so far
         self._warned_at: int | None = None
         self._streak = RepeatStreak(cfg.linesMinDuplicateRatio)
-        self._prefixes = PrefixIndex()  # of the lines in the window
+        self._first_chars = FirstChars()  # of the lines in the window
 
     def on_line(self, line: str, start: int, end: int) -> Hit | None:
         repeat = self._counts[line] > 0
@@ -56,7 +56,7 @@ class LinesRule:
 
     def _add(self, line: str, start: int) -> None:
         self._window.append((line, start))
-        self._prefixes.add(line)
+        self._first_chars.add(line)
         n = self._counts[line] + 1
         self._counts[line] = n
         self._duplicated += 2 if n == 2 else (1 if n > 2 else 0)
@@ -64,7 +64,7 @@ class LinesRule:
             self._short += 1
 
     def _remove(self, line: str, _start: int) -> None:
-        self._prefixes.remove(line)
+        self._first_chars.remove(line)
         n = self._counts[line] - 1
         if n:
             self._counts[line] = n
@@ -94,8 +94,8 @@ class LinesRule:
         head = tail.strip()
         if (
             head
-            and self._prefixes.may_start(head)
-            and (len(head) <= PREFIX_DEPTH or any(line.startswith(head) for line in self._counts))
+            and head[0] in self._first_chars
+            and any(line.startswith(head) for line in self._counts)
         ):
             return tail_start + (len(tail) - len(tail.lstrip()))
         return end

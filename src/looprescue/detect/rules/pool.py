@@ -17,7 +17,7 @@ from collections import Counter, deque
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.streak import PREFIX_DEPTH, PrefixIndex, RepeatStreak
+from looprescue.detect.streak import FirstChars, RepeatStreak
 from looprescue.detect.text import excerpt, normalize_phrase
 
 
@@ -35,10 +35,10 @@ class PoolRule:
         self._covered = 0  # window sentences whose phrase occurs >= 2 times in the window
         self._pool_size = 0  # distinct phrases occurring >= 2 times
         self._streak = RepeatStreak(cfg.poolMinCoverage)
-        self._prefixes = PrefixIndex()  # of the short phrases in the window
+        self._first_chars = FirstChars()  # of the short phrases in the window
 
     def _inc(self, phrase: str) -> None:
-        self._prefixes.add(phrase)
+        self._first_chars.add(phrase)
         n = self._counts[phrase] + 1
         self._counts[phrase] = n
         if n == 2:
@@ -48,7 +48,7 @@ class PoolRule:
             self._covered += 1
 
     def _dec(self, phrase: str) -> None:
-        self._prefixes.remove(phrase)
+        self._first_chars.remove(phrase)
         n = self._counts[phrase] - 1
         if n == 0:
             del self._counts[phrase]
@@ -105,10 +105,8 @@ class PoolRule:
         if not tail.strip():
             return end
         head = normalize_phrase(tail)
-        if (
-            not head
-            or (self._prefixes.may_start(head) and len(head) <= PREFIX_DEPTH)
-            or (self._prefixes.may_start(head) and any(p.startswith(head) for p in self._counts))
+        if not head or (
+            head[0] in self._first_chars and any(p.startswith(head) for p in self._counts)
         ):
             return tail_start + (len(tail) - len(tail.lstrip()))
         return end
