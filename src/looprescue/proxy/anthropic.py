@@ -38,7 +38,8 @@ from ..rescue.events import (
     Usage,
     UsageReported,
 )
-from .sse import SSEEvent, format_event
+from . import jsonfast
+from .sse import SSEEvent
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
@@ -97,7 +98,7 @@ class AnthropicDecoder:
 
     def decode(self, sse: SSEEvent) -> list[UpstreamEvent]:
         try:
-            data = json.loads(sse.data)
+            data = jsonfast.loads(sse.data)
         except ValueError as err:
             return [UpstreamFailed("malformed", f"{sse.describe()}: invalid JSON: {err}")]
         if not isinstance(data, dict) or not isinstance(data.get("type"), str):
@@ -246,7 +247,8 @@ def error_body(item: EmitError) -> dict[str, Any]:
 
 
 def _frame(data: Mapping[str, Any]) -> bytes:
-    return format_event(json.dumps(data, ensure_ascii=False, separators=(",", ":")), data["type"])
+    # orjson escapes newlines inside strings, so the payload is always one data line
+    return b"event: " + data["type"].encode() + b"\ndata: " + jsonfast.dumps(data) + b"\n\n"
 
 
 def _delta(item: EmitDelta | EmitMarker) -> dict[str, str]:

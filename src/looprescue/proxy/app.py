@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from ..rescue.events import (
     UpstreamFailed,
 )
 from . import anthropic as anthropic_wire
+from . import jsonfast
 from . import openai as openai_wire
 from .audit import AuditLog, RequestClock
 from .sse import SSEError, SSEParser
@@ -364,31 +364,35 @@ class _Exchange:
 
     # ------------------------------------------------------------------ streaming
 
-    async def _events(
+    async def _event_batches(
         self, chunks: AsyncIterator[bytes], decoder: Any, first: bytes = b""
-    ) -> AsyncIterator[UpstreamEvent]:
+    ) -> AsyncIterator[list[UpstreamEvent]]:
+        """Upstream events, one list per network read (so one client write per read)."""
         parser = SSEParser()
         idle_ms = self.proxy.config.proxy.upstreamIdleTimeoutMs
+
+        def decode(chunk: bytes) -> list[UpstreamEvent]:
+            return [event for sse in parser.feed(chunk) for event in decoder.decode(sse)]
+
         try:
             if first:
-                for sse in parser.feed(first):
-                    for event in decoder.decode(sse):
-                        yield event
+                yield decode(first)
             async for chunk in chunks:
-                for sse in parser.feed(chunk):
-                    for event in decoder.decode(sse):
-                        yield event
+                batch = decode(chunk)
+                if batch:
+                    yield batch
             parser.close()
         except SSEError as err:
-            yield UpstreamFailed("malformed", f"upstream stream: {err}")
+            yield [UpstreamFailed("malformed", f"upstream stream: {err}")]
             return
         except httpx.TimeoutException:
-            yield UpstreamFailed("stall", f"upstream sent nothing for {idle_ms} ms")
+            yield [UpstreamFailed("stall", f"upstream sent nothing for {idle_ms} ms")]
             return
         except httpx.HTTPError as err:
-            yield UpstreamFailed("transport", f"upstream connection broke: {type(err).__name__}")
+            failure = f"upstream connection broke: {type(err).__name__}"
+            yield [UpstreamFailed("transport", failure)]
             return
-        yield UpstreamFailed("transport", "upstream stream ended before its end-of-message event")
+        yield [UpstreamFailed("transport", "upstream stream ended before its end-of-message event")]
 
     async def _stream(self, send: Send, upstream: httpx.Response, headers: dict[str, str]) -> None:
         make_decoder, encoder = self._codec()
@@ -397,28 +401,33 @@ class _Exchange:
         current: _Resumed | None = _Resumed(upstream, chunks=upstream.aiter_bytes())
         while current is not None and current.response is not None and not engine.done:
             assert current.chunks is not None
-            events = self._events(current.chunks, make_decoder(), current.first)
+            batches = self._event_batches(current.chunks, make_decoder(), current.first)
             response, current = current.response, None
             pending_resume: Mapping[str, Any] | None = None
             try:
-                async for event in events:
+                async for batch in batches:
                     out = bytearray()
-                    close = False
-                    for item in engine.feed(event):
-                        if isinstance(item, AuditRecord):
-                            self._audit(item)
-                        elif isinstance(item, CloseUpstream):
-                            close = True
-                        elif isinstance(item, StartResume):
-                            pending_resume = item.body
-                        else:
-                            out += encoder.encode(item)
+                    stop = False
+                    for event in batch:
+                        for item in engine.feed(event):
+                            if isinstance(item, AuditRecord):
+                                self._audit(item)
+                            elif isinstance(item, CloseUpstream):
+                                stop = True
+                            elif isinstance(item, StartResume):
+                                pending_resume = item.body
+                            else:
+                                out += encoder.encode(item)
+                        # after a cut, nothing more of this upstream stream may be fed
+                        if stop or pending_resume is not None or engine.done:
+                            stop = True
+                            break
                     if out:
                         await send(_body(bytes(out)))
-                    if close or pending_resume is not None or engine.done:
+                    if stop:
                         break
             finally:
-                await events.aclose()
+                await batches.aclose()
                 await response.aclose()
             if pending_resume is not None:
                 current = await self._await_with_keepalive(
@@ -509,7 +518,7 @@ class _Exchange:
 
     def _whole_events(self, payload: bytes, collector: Any) -> list[UpstreamEvent]:
         try:
-            message = json.loads(payload)
+            message = jsonfast.loads(payload)
             if self.protocol == "anthropic":
                 return anthropic_wire.message_events(message)
             events, fields = openai_wire.completion_events(message)
@@ -587,14 +596,14 @@ def _body(chunk: bytes) -> dict[str, Any]:
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:
     try:
-        body = json.loads(raw)
+        body = jsonfast.loads(raw)
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
 
 
 def _dumps(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return jsonfast.dumps(body)
 
 
 def _error_payload(protocol: Protocol | None, error: EmitError) -> dict[str, Any]:

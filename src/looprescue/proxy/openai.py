@@ -8,7 +8,6 @@ handled (the app passes other requests through untouched).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +36,7 @@ from ..rescue.events import (
     Usage,
     UsageReported,
 )
+from . import jsonfast
 from .sse import SSEEvent, format_event
 
 _FINISH_REASONS: dict[str, StopReason] = {
@@ -170,7 +170,7 @@ class OpenAIDecoder:
         if sse.data.strip() == "[DONE]":
             return [*self._blocks.close_all(), MessageEnded()]
         try:
-            data = json.loads(sse.data)
+            data = jsonfast.loads(sse.data)
         except ValueError as err:
             return [UpstreamFailed("malformed", f"{sse.describe()}: invalid JSON: {err}")]
         if not isinstance(data, dict):
@@ -291,7 +291,7 @@ def error_body(item: EmitError) -> dict[str, Any]:
 
 
 def _line(data: Mapping[str, Any]) -> bytes:
-    return format_event(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    return b"data: " + jsonfast.dumps(data) + b"\n\n"
 
 
 # --------------------------------------------------------------------------- non-streaming

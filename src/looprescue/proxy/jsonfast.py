@@ -1,0 +1,26 @@
+"""JSON for the hot path: orjson, with the standard library as fallback for the inputs orjson
+refuses (lone surrogates, integers beyond 64 bits) so nothing valid is ever rejected."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def loads(data: str | bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)  # raises ValueError with the standard message when invalid
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON (no spaces, non-ASCII kept), key order preserved."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass"
+        )
