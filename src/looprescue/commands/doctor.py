@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from looprescue.commands.common import report_session_error
 from looprescue.config import ConfigError, DoctorConfig, load_config
 from looprescue.doctor import DetourSignal, SessionAnalysis, analyze_log
 from looprescue.doctor.tail import SessionTail
@@ -66,7 +67,7 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
     try:
         logs = find_session_logs(paths)
     except SessionFormatError as exc:
-        _report_error(exc, err, json_output)
+        report_session_error(exc, json_output)
         return EXIT_UNREADABLE
     out = Console(highlight=False)
     unreadable = found = False
@@ -77,7 +78,7 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
                 log.events(tolerate_torn_tail=True), log.session_id, options, header=log.header
             )
         except SessionFormatError as exc:
-            _report_error(exc, err, json_output)
+            report_session_error(exc, json_output)
             unreadable = True
             continue
         if log.torn_tail is not None:
@@ -91,22 +92,6 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
     if unreadable:
         return EXIT_UNREADABLE
     return EXIT_SIGNALS if found else EXIT_CLEAN
-
-
-def _report_error(exc: SessionFormatError, err: Console, json_output: bool) -> None:
-    """On stderr for people; with --json also as a record on stdout, like `scan` does."""
-    err.print(f"[red]error:[/red] {escape(str(exc))}")
-    if json_output:
-        record = {
-            "kind": "error",
-            "path": str(exc.path) if exc.path else None,
-            "message": str(exc),
-            "frame": exc.frame,
-            "offset": exc.offset,
-            "line": exc.line,
-            "lastGoodSeq": exc.last_good_seq,
-        }
-        typer.echo(orjson.dumps(record).decode())
 
 
 def _json_line(signal: DetourSignal, path: Path) -> str:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
+from looprescue.commands.common import report_session_error
 from looprescue.config import ConfigError, load_config
 from looprescue.dsh import SessionFormatError, find_session_logs, open_log, resolve_data_dir
 from looprescue.dsh.findings import Finding, scan_events
@@ -66,7 +67,7 @@ def scan_command(
     try:
         logs = find_session_logs(inputs)
     except SessionFormatError as exc:
-        _report_error(exc, err, json_output)
+        report_session_error(exc, json_output)
         raise typer.Exit(2) from None
     found_loop = False
     failed = False
@@ -92,7 +93,7 @@ def scan_command(
                     typer.echo(f"warning: {log_path}: {warning}", err=True)
             except SessionFormatError as exc:
                 failed = True
-                _report_error(exc, err, json_output)
+                report_session_error(exc, json_output)
             progress.advance(task)
     raise typer.Exit(2 if failed else 1 if found_loop else 0)
 
@@ -100,18 +101,3 @@ def scan_command(
 def _emit(finding: Finding, json_output: bool, progress: Progress) -> None:
     line = orjson.dumps(finding.to_dict()).decode() if json_output else format_finding(finding)
     typer.echo(line)
-
-
-def _report_error(exc: SessionFormatError, err: Console, json_output: bool) -> None:
-    typer.echo(f"error: {exc}", err=True)
-    if json_output:
-        record = {
-            "kind": "error",
-            "path": str(exc.path) if exc.path else None,
-            "message": str(exc),
-            "frame": exc.frame,
-            "offset": exc.offset,
-            "line": exc.line,
-            "lastGoodSeq": exc.last_good_seq,
-        }
-        typer.echo(orjson.dumps(record).decode())

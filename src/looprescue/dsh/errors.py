@@ -35,6 +35,18 @@ class SessionFormatError(Exception):
         self.last_good_seq = last_good_seq
         super().__init__(self._render())
 
+    def to_dict(self) -> dict:
+        """The error as a JSON record (what ``--json`` commands print for it)."""
+        return {
+            "kind": "error",
+            "path": str(self.path) if self.path else None,
+            "message": str(self),
+            "frame": self.frame,
+            "offset": self.offset,
+            "line": self.line,
+            "lastGoodSeq": self.last_good_seq,
+        }
+
     def _render(self) -> str:
         where = []
         if self.frame is not None:
