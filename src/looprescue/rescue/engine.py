@@ -350,13 +350,27 @@ class RescueEngine:
         return self._attempt.detector.safe_offset(channel)
 
     def _release(self, force: bool) -> list[EngineOutput]:
+        """Emit queued items up to the safe offsets (everything when ``force``). Consecutive
+        released pieces of one block go out as one delta: a held tail and the next delta's
+        head make one client frame, not two."""
         attempt = self._attempt
         queue = attempt.queue
         out: list[EngineOutput] = []
         safe: dict[str, int] = {}
+        run: list[str] = []
+        run_key: tuple[int, Channel] | None = None
+
+        def flush_run() -> None:
+            nonlocal run_key
+            if run_key is not None:
+                out.extend(self._emit_text(run_key[0], run_key[1], "".join(run)))
+                run.clear()
+                run_key = None
+
         while queue:
             entry = queue[0]
             if not isinstance(entry, _Held):
+                flush_run()
                 queue.popleft()
                 out += self._emit_event(entry)
                 continue
@@ -368,14 +382,19 @@ class RescueEngine:
                 limit = safe[entry.channel]
             if limit <= entry.start:
                 break
+            key = (entry.up_index, entry.channel)
+            if key != run_key:
+                flush_run()
+                run_key = key
             if limit >= entry.end:
                 queue.popleft()
-                out += self._emit_text(entry.up_index, entry.channel, entry.text)
+                run.append(entry.text)
                 continue
             cut = limit - entry.start
-            out += self._emit_text(entry.up_index, entry.channel, entry.text[:cut])
+            run.append(entry.text[:cut])
             queue[0] = _Held(entry.up_index, entry.channel, limit, entry.text[cut:])
             break
+        flush_run()
         return out
 
     def _client_block(self, up_index: int) -> tuple[int, list[EngineOutput]]:
