@@ -12,9 +12,9 @@ from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.segment import Segmenter
 
 # Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
-# text hits the same checkpoints in any chunking). 64 keeps detection delay far below the 600
+# text hits the same checkpoints in any chunking). 128 keeps detection delay well below the 600
 # chars a cycle needs anyway, while making the work per delta a list append.
-STRIDE = 64
+STRIDE = 128
 
 
 class ChannelDetector:
@@ -39,6 +39,8 @@ class ChannelDetector:
             self._pool.on_sentence,
             self._lines.on_line,
             self._paragraph.on_line_start if self._paragraph else None,
+            # a sentence with this many chars cannot normalise to a phrase (edges are short)
+            long_sentence=4 * cfg.poolMaxPhraseChars + 64,
         )
         self._done = 0  # offset up to which every rule has run
         self.hit: Hit | None = None

@@ -35,12 +35,14 @@ class Segmenter:
         on_sentence: SentenceSink,
         on_line: LineSink,
         on_line_start: LineStartSink | None,
+        long_sentence: int = LONG_UNIT,
     ) -> None:
         # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
         self._structural = structural_text
         self._on_sentence = on_sentence
         self._on_line = on_line
         self._on_line_start = on_line_start
+        self._long_sentence = min(long_sentence, LONG_UNIT)
         self.sentence_from = 0  # offset after the last sentence boundary
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
@@ -79,7 +81,8 @@ class Segmenter:
 
     def _boundary(self, win: TextWindow, end: int, newline: bool) -> Hit | None:
         hit = None
-        if end - self.sentence_from > LONG_UNIT:
+        if end - self.sentence_from > self._long_sentence:
+            # Far longer than any phrase: judged by its length alone (most sentences are).
             if self._counts_in_context(win, end):
                 hit = self._on_sentence(LONG_SENTENCE, self.sentence_from, end)
         else:
