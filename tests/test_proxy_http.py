@@ -375,3 +375,19 @@ def test_concurrent_streams_are_rescued_independently(upstream: ScriptedUpstream
             assert "〔" in got["reasoning"]
     assert totals.rescues == 4 and totals.leaked_loop_chars == 0 and totals.responses == 8
     assert upstream.remaining == 0
+
+
+def test_observe_mode_passes_the_loop_and_audits_it(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    record = next(r for r in loop_records() if r["channel"] == "text")
+    audit = tmp_path / "observe.jsonl"
+    upstream.enqueue(corpus_response(record))
+    with serve(upstream, mode="observe", **{"proxy.auditLog": str(audit)}) as proxy:
+        got = stream_openai(proxy)
+        totals = proxy.totals
+    assert got["text"] == record["text"]
+    assert totals.detections == 1 and totals.rescues == 0 and totals.cuts == 0
+    (line,) = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert line["kind"] == "detection" and line["mode"] == "observe"
+    assert len(upstream.agent_requests()) == 1
