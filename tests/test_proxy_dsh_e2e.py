@@ -12,7 +12,7 @@ import pytest
 import zstandard
 from tests.paths import SESSIONS
 from tests.support.dsh_runtime import run_dsh_headless
-from tests.support.scripted_upstream import ScriptedResponse, ScriptedUpstream
+from tests.support.scripted_upstream import ScriptedResponse, ScriptedUpstream, corpus_record
 from tests.test_proxy_http import ProxyServer
 
 from looprescue.config import LoopRescueConfig
@@ -93,3 +93,35 @@ def test_dsh_turn_through_the_proxy_keeps_the_loop_out_of_the_session(
         if block["type"] in ("reasoning", "text"):
             channel = "reasoning" if block["type"] == "reasoning" else "text"
             assert scan_text(block["text"], channel) == [], block["text"][:200]
+
+
+def test_dsh_turn_with_a_looping_answer_text(dsh_runtime: Any, tmp_path: Path) -> None:
+    """A loop in the visible text: the thinking before it stays signed, the kept text and the
+    continuation arrive as separate blocks, and DSH completes the turn."""
+    record = corpus_record("L19_llm-interactive-proxy_cme-sentence-loop")
+    (hit,) = scan_text(record["text"], "text")
+    home, project = tmp_path / ".dsh", tmp_path / "proj"
+    with ScriptedUpstream() as upstream:
+        upstream.enqueue(
+            ScriptedResponse(reasoning="Answer the question.", text=record["text"]),
+            ScriptedResponse(reasoning="Finish the answer.", text=ANSWER),
+        )
+        with ProxyServer(LoopRescueConfig(), upstream.base_url) as proxy:
+            run = run_dsh_headless(
+                home, project, "Explain the loader.", proxy.base_url, runtime=dsh_runtime
+            )
+            totals = proxy.totals
+    assert run.returncode == 0, run.describe()
+    assert totals.rescues == 1 and totals.leaked_loop_chars == 0
+    events = session_events(run.session_dir())
+    (message,) = [e for e in events if e["type"] == "assistant/message"]
+    blocks = message["data"]["message"]["content"]
+    assert [b["type"] for b in blocks] == ["reasoning", "text", "reasoning", "text"]
+    assert blocks[1]["text"].startswith(record["text"][: hit.prune_offset])
+    assert blocks[3]["text"] == ANSWER
+    replay = message["data"]["message"]["source"]["replayState"]["blocks"]
+    assert replay[0].get("signature") and replay[2].get("signature")
+    # the repeated sentence is kept once (its first copy) and never again in what DSH replays
+    unit = record["text"][hit.loop_start : hit.prune_offset]
+    assert "".join(b.get("text", "") for b in blocks).count(unit) == 1
+    assert scan_text(blocks[1]["text"], "text") == []
