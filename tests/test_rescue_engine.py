@@ -575,3 +575,16 @@ def test_text_without_a_confirmed_loop_is_never_lost(rec: dict[str, Any]) -> Non
     check_well_formed(result)
     assert result.content(channel) == rec["text"]
     assert not result.markers() and not result.resumes
+
+
+def test_marker_sits_on_a_line_of_its_own() -> None:
+    rec = record("mrwei-bleed-27438")
+    (hit,) = scan_text(rec["text"], "reasoning")
+    result = run(
+        engine_for(load_config(None, {"mode": "cut"})), Script(reasoning=rec["text"]).events()
+    )
+    (marker,) = result.markers()
+    kept = rec["text"][: hit.prune_offset]
+    assert marker.text.endswith("〕\n")
+    assert marker.text.startswith("\n") == (not kept.endswith("\n"))
+    assert "\n" not in marker.text.strip("\n")

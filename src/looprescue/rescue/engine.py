@@ -175,6 +175,7 @@ class RescueEngine:
         self._attempt = _Attempt(0, self._detector_factory())
         self._next_client_index = 0
         self._client_open: dict[int, BlockKind] = {}
+        self._block_tail: dict[int, str] = {}  # last character sent in each client block
         self._visible: dict[str, list[str]] = {"reasoning": [], "text": []}
         self._tool_calls_emitted = 0
         self._earlier_output_tokens = 0
@@ -416,6 +417,8 @@ class RescueEngine:
         attempt.held_chars -= len(text)
         self.stats.released_chars += len(text)
         self._visible[channel].append(text)
+        if text:
+            self._block_tail[index] = text[-1]
         out.append(EmitDelta(index, channel, text))
         return out
 
@@ -553,17 +556,11 @@ class RescueEngine:
         block = self._attempt.blocks[up_index]
         channel = "reasoning" if block.kind == "reasoning" else "text"
         index, out = self._client_block(up_index)
-        prefix = "" if self._ends_with_newline(channel) else "\n"
+        # on a line of its own: after a newline, or first in its block
+        prefix = "\n" if self._block_tail.get(index, "\n") != "\n" else ""
         text = f"{prefix}{notes.marker(channel, chars, self.lang)}\n"
         self.stats.marker_chars += len(text)
         return [*out, EmitMarker(index, block.kind, text)]
-
-    def _ends_with_newline(self, channel: str) -> bool:
-        pieces = self._visible[channel]
-        for piece in reversed(pieces):
-            if piece:
-                return piece.endswith("\n")
-        return True
 
     def _note_block(self, text: str) -> list[EngineOutput]:
         index = self._next_client_index
