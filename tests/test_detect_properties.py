@@ -136,3 +136,27 @@ def test_memory_per_stream_is_bounded_by_the_largest_period_and_windows():
             if detector.hit is not None:
                 break
         assert held <= detector._win.keep + detector._win.slack + 64
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=any_text,
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=8),
+    hold=st.integers(2, 12),
+)
+def test_a_higher_hold_threshold_bounds_the_leak_by_itself(text, sizes, hold):
+    # Trading lag for leak: released text may be pruned later, but by less than the threshold.
+    config = DetectorConfig(holdMinRecurrence=hold)
+    detector = StreamDetector(config, watch="both")
+    released, pos, i, hit = 0, 0, 0, None
+    while pos < len(text) and hit is None:
+        piece = text[pos : pos + sizes[i % len(sizes)]]
+        pos += len(piece)
+        i += 1
+        hit = detector.feed("reasoning", piece)
+        if hit is None:
+            released = max(released, detector.safe_offset("reasoning"))
+    if hit is None:
+        hit = detector.flush("reasoning")
+    if hit is not None:
+        assert released - hit.prune_offset < (1 if hit.rule in ("pool", "lines") else hold)

@@ -58,6 +58,11 @@ class DetectorConfig(_Strict):
     # pool and lines rules skip them; cycle and counter still run, but need this many times
     # their usual minimum of loop chars (code legitimately repeats blocks).
     codeFenceFactor: float = Field(2.0, ge=1.0, le=100)
+    # The safe watermark holds back any suffix that already occurred one period earlier, since
+    # the start of a second copy looks just like one: zero loop chars reach a client, for about
+    # one delta of lag on healthy text. Raising this releases chance recurrences shorter than
+    # it at once, and lets at most that many chars of a second copy through.
+    holdMinRecurrence: int = Field(1, ge=1, le=64)
 
     @model_validator(mode="after")
     def _check_ranges(self) -> DetectorConfig:

@@ -207,23 +207,28 @@ class PeriodicRule:
         A second copy looks exactly like such a suffix while it is being written, so all of it
         is held back, however short: in healthy text that is the last few chars of a delta
         (they recur by chance, e.g. "the "), released as soon as the next delta shows that the
-        repetition does not go on. Holding less would let the start of a second copy through.
+        repetition does not go on. With ``holdMinRecurrence`` > 1 shorter suffixes are released
+        at once (less lag; a consumer then cuts at what it released, and counts the leak).
 
         The suffix can grow by at most the chars received since the last call, so the search
         starts from that bound and narrows it by bisection."""
         cfg = self._cfg
+        hold_min = cfg.holdMinRecurrence
         e = end - win.base
         bound = min(self._suffix + (end - self._suffix_end), e - cfg.cycleMinPeriod)
         self._suffix_end = end
-        if bound <= 0:
-            self._suffix = 0
+        if bound < hold_min or bound <= 0:
+            self._suffix = max(bound, 0)
             return end
 
         def recurs(length: int) -> bool:
             lo = e - length - cfg.cycleMaxPeriod
             return win.rfind_masked(e - length, e, lo, e - cfg.cycleMinPeriod) >= 0
 
-        good, bad = 0, bound + 1
+        if hold_min > 1 and not recurs(hold_min):
+            self._suffix = hold_min - 1
+            return end
+        good, bad = (hold_min if hold_min > 1 else 0), bound + 1
         if recurs(bound):
             good = bound
         else:
