@@ -20,7 +20,8 @@ STRIDE = 128
 class ChannelDetector:
     """Detects loops in one channel. After the first hit it latches: a consumer cuts there,
     and ``scan`` users prune everything after ``prune_offset``, so later hits add nothing.
-    A hit is returned once, by the ``feed`` or ``flush`` call that follows its discovery."""
+    A hit is returned once: by the ``feed``/``flush`` call that finds it, or, if
+    ``safe_offset`` found it, by the next one."""
 
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self.channel = channel
@@ -29,7 +30,6 @@ class ChannelDetector:
         # searched one period back) plus room for a paragraph probe.
         keep = 2 * cfg.cycleMaxPeriod + cfg.paragraphMinChars + 4 * STRIDE
         self._win = TextWindow(keep)
-        self.horizon = keep
         self._periodic = PeriodicRule(channel, cfg, cfg.codeFenceFactor if structural else 1.0)
         self._pool = PoolRule(channel, cfg)
         self._lines = LinesRule(channel, cfg)

@@ -60,6 +60,7 @@ class StreamDetector:
         return None
 
     def feed_all(self, channel: Channel, delta: str) -> list[Hit]:
+        """``feed`` as a list (empty or one hit: a channel latches on its first hit)."""
         hit = self.feed(channel, delta)
         return [hit] if hit is not None else []
 
