@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 
-from looprescue.detect.text import DIGIT_MASK
+from looprescue.detect.text import mask_digits
 
 
 def _fold_to_byte(err: UnicodeEncodeError) -> tuple[str, int]:
@@ -54,7 +54,7 @@ class TextWindow:
         # Drop the attribute's reference first so CPython can grow the string in place.
         raw, self.raw = self.raw, ""
         raw += new
-        new_masked = new.translate(DIGIT_MASK)
+        new_masked = mask_digits(new)
         masked, self.masked = self.masked, ""
         masked += new_masked
         self.raw, self.masked = raw, masked

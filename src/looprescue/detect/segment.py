@@ -10,7 +10,13 @@ from collections.abc import Callable
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Hit
-from looprescue.detect.text import SENTENCE_END, LineKind, classify_line, has_alnum
+from looprescue.detect.text import (
+    LONG_SENTENCE,
+    SENTENCE_END,
+    LineKind,
+    classify_line,
+    has_alnum,
+)
 
 # Units that the phrase and line rules never count in the visible-text channel: their
 # repetition is structure (lists, tables, quotes, code), not a loop.
@@ -25,7 +31,6 @@ LineStartSink = Callable[[int], None]
 # Units longer than this are judged by their length alone (never a phrase or a short line),
 # which keeps decisions independent of how much old text happens to be held.
 LONG_UNIT = 4096
-LONG_SENTENCE = "x" * 256  # stands in for such a sentence: long, so it breaks phrase streaks
 
 
 class Segmenter:
@@ -81,17 +86,19 @@ class Segmenter:
 
     def _boundary(self, win: TextWindow, end: int, newline: bool) -> Hit | None:
         hit = None
-        if end - self.sentence_from > self._long_sentence:
+        begin = self.sentence_from
+        self.sentence_from = end
+        if end - begin > self._long_sentence:
             # Far longer than any phrase: judged by its length alone (most sentences are).
             if self._counts_in_context(win, end):
-                hit = self._on_sentence(LONG_SENTENCE, self.sentence_from, end)
-        else:
-            raw_sentence = win.slice(self.sentence_from, end)
+                hit = self._on_sentence(LONG_SENTENCE, begin, end)
+        elif end - begin > 1 or not newline:  # a lone newline after a full stop is no sentence
+            base = win.base
+            raw_sentence = win.raw[begin - base : end - base]
             text = raw_sentence.strip()
             if text and has_alnum(text) and self._counts_in_context(win, end):
-                start = self.sentence_from + len(raw_sentence) - len(raw_sentence.lstrip())
+                start = begin + len(raw_sentence) - len(raw_sentence.lstrip())
                 hit = self._on_sentence(text, start, end)
-        self.sentence_from = end
         if newline:
             line_hit = self._end_line(win, end)
             hit = hit or line_hit

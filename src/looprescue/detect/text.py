@@ -7,7 +7,13 @@ from enum import Enum
 
 # Digits are masked to "0" one for one, so offsets in the masked view equal offsets in the raw
 # text and a counter loop (``Step 12: …``, ``Step 13: …``) becomes an exact cycle there.
-DIGIT_MASK = str.maketrans("123456789", "000000000")
+# (A regex, not str.translate: translate takes a slow path on text with CJK in it.)
+_NONZERO_DIGIT = re.compile("[1-9]")
+
+
+def mask_digits(text: str) -> str:
+    return _NONZERO_DIGIT.sub("0", text)
+
 
 # A Chinese full stop / ！？ always ends a sentence; an English .!? only before whitespace, so
 # "3.5", "e.g.x" and file names do not split. A newline always ends a sentence and a line.
@@ -15,6 +21,10 @@ SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s)|\n")
 
 _LIST_ITEM = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
 _PUNCT = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-"
+
+
+# Stands in for a sentence too long to be a phrase: it is judged by its length alone.
+LONG_SENTENCE = "x" * 256
 
 
 class LineKind(Enum):

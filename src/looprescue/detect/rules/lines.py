@@ -9,7 +9,7 @@ with a recurring short line from firing: those recover, a loop does not.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel, Hit
@@ -25,7 +25,7 @@ class LinesRule:
         self._need = cfg.linesMinDuplicateRatio * cfg.linesWindow
         self._gap = cfg.linesConfirmGap
         self._window: deque[tuple[str, int]] = deque()
-        self._counts: Counter[str] = Counter()
+        self._counts: dict[str, int] = {}
         self._duplicated = 0  # window lines that have a duplicate in the window
         self._short = 0  # window lines no longer than the median limit
         self._seen = 0  # lines counted so far
@@ -34,7 +34,7 @@ class LinesRule:
         self._first_chars = FirstChars()  # of the lines in the window
 
     def on_line(self, line: str, start: int, end: int) -> Hit | None:
-        repeat = self._counts[line] > 0
+        repeat = line in self._counts
         self._streak.add(repeat, start)
         self._add(line, start)
         self._seen += 1
@@ -57,7 +57,7 @@ class LinesRule:
     def _add(self, line: str, start: int) -> None:
         self._window.append((line, start))
         self._first_chars.add(line)
-        n = self._counts[line] + 1
+        n = self._counts.get(line, 0) + 1
         self._counts[line] = n
         self._duplicated += 2 if n == 2 else (1 if n > 2 else 0)
         if len(line) <= self._max_median:
@@ -75,7 +75,9 @@ class LinesRule:
             self._short -= 1
 
     def _hit(self, end: int) -> Hit:
-        dups = [line for line, n in self._counts.most_common(6) if n >= 2]
+        dups = sorted(
+            (ln for ln, n in self._counts.items() if n >= 2), key=lambda ln: -self._counts[ln]
+        )[:6]
         prune = self._window[0][1] if self._streak.start is None else self._streak.start
         return Hit(
             rule="lines",

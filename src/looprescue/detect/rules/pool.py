@@ -13,12 +13,12 @@ safe watermark: text is only held back once a phrase starts repeating.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.streak import FirstChars, RepeatStreak
-from looprescue.detect.text import excerpt, normalize_phrase
+from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
 
 
 class PoolRule:
@@ -31,7 +31,7 @@ class PoolRule:
         self._max_chars = cfg.poolMaxPhraseChars
         # (phrase or None for a long sentence, start offset)
         self._window: deque[tuple[str | None, int]] = deque()
-        self._counts: Counter[str] = Counter()
+        self._counts: dict[str, int] = {}
         self._covered = 0  # window sentences whose phrase occurs >= 2 times in the window
         self._pool_size = 0  # distinct phrases occurring >= 2 times
         self._streak = RepeatStreak(cfg.poolMinCoverage)
@@ -39,7 +39,7 @@ class PoolRule:
 
     def _inc(self, phrase: str) -> None:
         self._first_chars.add(phrase)
-        n = self._counts[phrase] + 1
+        n = self._counts.get(phrase, 0) + 1
         self._counts[phrase] = n
         if n == 2:
             self._covered += 2
@@ -61,22 +61,26 @@ class PoolRule:
             self._covered -= 1
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
-        phrase = normalize_phrase(sentence)
-        if not phrase:
-            return None
-        short = len(phrase) <= self._max_chars
-        key = phrase if short else None
-        repeat = short and self._counts[phrase] > 0
-        self._streak.add(repeat, start)
-        self._window.append((key, start))
-        if key is not None:
+        key = None
+        if sentence is not LONG_SENTENCE:
+            phrase = normalize_phrase(sentence)
+            if not phrase:
+                return None
+            if len(phrase) <= self._max_chars:
+                key = phrase
+        if key is None:
+            self._streak.add(False, start)
+        else:
+            self._streak.add(key in self._counts, start)
             self._inc(key)
-        if len(self._window) > self._window_size:
-            old, _ = self._window.popleft()
+        window = self._window
+        window.append((key, start))
+        if len(window) > self._window_size:
+            old = window.popleft()[0]
             if old is not None:
                 self._dec(old)
         if (
-            len(self._window) == self._window_size
+            len(window) == self._window_size
             and self._covered >= self._need
             and self._min_distinct <= self._pool_size <= self._max_phrases
             and self._streak.start is not None
@@ -85,7 +89,9 @@ class PoolRule:
         return None
 
     def _hit(self, end: int) -> Hit:
-        pool = [p for p, n in self._counts.most_common() if n >= 2]
+        pool = sorted(
+            (p for p, n in self._counts.items() if n >= 2), key=lambda p: -self._counts[p]
+        )
         first = next(s for p, s in self._window if p is not None and self._counts[p] >= 2)
         return Hit(
             rule="pool",
