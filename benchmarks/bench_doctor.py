@@ -13,7 +13,6 @@ Throughput should hold across sizes and peak memory must not grow with the file.
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import time
 from itertools import islice
 from pathlib import Path
 
+from benchmarks.memory import peak_rss_mb
 from benchmarks.synthetic_session import build_large_session
 
 MB = 1_000_000
@@ -64,8 +64,7 @@ def _measure(mode: str, path: Path) -> dict:
         start = time.perf_counter()
         signals += len(analysis.finish())
         seconds += time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"seconds": seconds, "events": events, "signals": signals, "peak_mb": peak_kb / 1024}
+    return {"seconds": seconds, "events": events, "signals": signals, "peak_mb": peak_rss_mb()}
 
 
 def _child(mode: str, path: Path) -> dict:

@@ -11,13 +11,13 @@ at two file sizes, to show throughput holds and peak memory does not grow with t
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.memory import peak_rss_mb
 from benchmarks.synthetic_session import build_large_session
 
 MB = 1_000_000
@@ -57,8 +57,7 @@ def _measure(mode: str, path: Path) -> dict:
             loops += finding.is_loop
         events = log.last_seq + 1
     seconds = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"seconds": seconds, "events": events, "loops": loops, "peak_mb": peak_kb / 1024}
+    return {"seconds": seconds, "events": events, "loops": loops, "peak_mb": peak_rss_mb()}
 
 
 def _child(mode: str, path: Path) -> dict:
