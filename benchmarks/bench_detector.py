@@ -1,7 +1,8 @@
 """Detector throughput, linearity, memory, and the cost of rescanning instead (make bench).
 
-Times are CPU seconds of this process (time.process_time): the machine is shared, and CPU time
-is far less disturbed by other load than wall time. Every ratio compares runs made here, now.
+Times are CPU seconds of this process (time.process_time), best of a few passes: the machine is
+shared, and CPU time is far less disturbed by other load than wall time. Every ratio compares
+runs made here, now.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from looprescue.detect import StreamDetector, scan_text
 
 DELTA = 3
 MB = 1_000_000
+
+
+def _best(runs: int, text: str, with_watermark: bool = False) -> tuple[float, int]:
+    """The fastest of ``runs`` passes: other load on a shared machine only ever slows a pass."""
+    return min(_incremental(text, with_watermark) for _ in range(runs))
 
 
 def _incremental(text: str, with_watermark: bool = False) -> tuple[float, int]:
@@ -57,15 +63,18 @@ def main() -> None:
     print(f"detector: deltas of {DELTA} chars, one channel; MB = 10^6 chars")
     for label, make in (("healthy mixed", healthy_text), ("looping", looping_text)):
         small, large = make(1 * MB, seed=1), make(10 * MB, seed=2)
-        t_small, hits_small = _incremental(small)
-        t_large, hits_large = _incremental(large)
+        t_small, hits_small = _best(3, small)
+        t_large, hits_large = _best(2, large)
         print(
             f"  {label:14s} 1 MB: {1 / t_small:5.2f} MB/s ({hits_small} loops)   "
             f"10 MB: {10 / t_large:5.2f} MB/s ({hits_large} loops)   "
             f"time ratio 10MB/1MB: {t_large / t_small:5.2f} (linear = 10, limit 12)"
         )
-        t_safe, _ = _incremental(small, with_watermark=True)
-        print(f"  {label:14s} 1 MB with safe_offset() after every delta: {1 / t_safe:5.2f} MB/s")
+        t_safe, _ = _incremental(small[: MB // 4], with_watermark=True)
+        print(
+            f"  {label:14s} 0.25 MB with safe_offset() after every delta (what a proxy does): "
+            f"{0.25 / t_safe:5.2f} MB/s, {t_safe / (MB // 4 // DELTA) * 1e6:4.1f} µs per delta"
+        )
         peak_small = _peak_memory(make(MB // 4, seed=3))
         peak_large = _peak_memory(make(4 * MB, seed=4))
         print(
@@ -75,7 +84,7 @@ def main() -> None:
     for size in (4_000, 8_000, 16_000):
         text = healthy_text(size, seed=5)
         t_naive = _naive(text)
-        t_inc, _ = _incremental(text)
+        t_inc, _ = _best(3, text)
         print(
             f"  naive rescan-per-delta baseline on {size // 1000} k chars: {t_naive:6.2f} s vs "
             f"{t_inc * 1000:6.1f} ms incremental: {t_naive / t_inc:7.0f}x slower"
