@@ -94,3 +94,17 @@ def test_cycle_evidence_shows_the_unit():
     assert hit is not None
     assert hit.rule == "cycle"
     assert "Now emit the grep call" in hit.evidence
+
+
+def test_the_real_974_char_visible_text_loop_is_a_cycle_on_its_own():
+    # The permgate bleed is caught earlier by the pool rule; with pool and lines switched off
+    # the cycle rule alone must still find its exact 974-char period.
+    from tests.paths import CORPUS
+
+    from looprescue.corpus import load_corpus
+
+    record = next(r for r in load_corpus(CORPUS) if r.id == "mrwei-text-permgate-publish-loop")
+    config = DetectorConfig(poolMinCoverage=1.0, poolMaxPhrases=2, linesMinDuplicateRatio=1.0)
+    hits = scan_text(record.text, "text", config)
+    assert hits and hits[0].rule == "cycle" and hits[0].period == 974
+    assert hits[0].repeats >= 3
