@@ -74,6 +74,9 @@ def proxy_command(
         app,
         host=cfg.proxy.host,
         port=cfg.proxy.port,
+        # uvloop and httptools (dependencies) when importable: both cut the per-chunk cost
+        loop="auto",
+        http="auto",
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
