@@ -34,3 +34,23 @@ def test_demo_prints_where_it_fired_and_leaks_nothing():
     # what reached the screen ends where the detector said to cut
     assert looping[: hit.prune_offset][-40:].replace("\n", "") in out.replace("\n", "")
     assert looping[hit.prune_offset : hit.fired_at] not in out
+
+
+def test_demo_rescues_the_reasoning_loop_in_one_response():
+    result = subprocess.run(
+        [sys.executable, "-m", "looprescue.cli", "demo", "--delay-ms", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    rescue_part = result.stdout.split("rescue: the same loop")[1]
+    continuation = next(e for e in load_examples() if "continuation" in e)["continuation"]
+    assert (
+        continuation["text"] in rescue_part.replace("\n", " ")
+        or continuation["text"][:60] in rescue_part
+    )
+    assert "repeated reasoning removed" in rescue_part
+    assert "upstream requests: 2" in rescue_part
+    assert "loop chars that reached the client: 0" in rescue_part
+    assert "Now. OK. Emit. Producing. Now. OK." not in rescue_part
