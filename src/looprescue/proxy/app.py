@@ -268,61 +268,6 @@ class _Resumed:
     chunks: AsyncIterator[bytes] | None = None
 
 
-class _UpstreamReader:
-    """Reads an upstream body in a task of its own and hands the consumer everything that
-    arrived since its last take as one piece.
-
-    httpx yields one item per HTTP chunk, and an SSE upstream usually sends one event per
-    chunk, so one network read often holds many of them; taking them together turns N client
-    writes into one without waiting for anything that has not arrived. Transport errors are
-    handed over in order, after the data before them. At most ``limit`` chunks are buffered.
-    """
-
-    def __init__(self, chunks: AsyncIterator[bytes], first: bytes = b"", limit: int = 64) -> None:
-        self._chunks = chunks
-        self._first = first
-        self._send, self._receive = anyio.create_memory_object_stream(limit)
-        self._error: Exception | None = None
-
-    async def run(self) -> None:
-        send = self._send
-        with send:
-            try:
-                async for chunk in self._chunks:
-                    try:
-                        send.send_nowait(chunk)
-                    except anyio.WouldBlock:
-                        await send.send(chunk)
-            except Exception as err:  # handed to the consumer, which decides what it means
-                await send.send(err)
-
-    async def take(self) -> bytes | None:
-        """The next piece of the body (all chunks available now), or None at its end."""
-        if self._first:
-            first, self._first = self._first, b""
-            return first
-        if self._error is not None:
-            raise self._error
-        receive = self._receive
-        try:
-            item = await receive.receive()
-        except anyio.EndOfStream:
-            return None
-        if isinstance(item, Exception):
-            raise item
-        parts = [item]
-        while True:
-            try:
-                item = receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                break
-            if isinstance(item, Exception):
-                self._error = item  # raised at the next take, after this data is handled
-                break
-            parts.append(item)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 @dataclass
 class _Exchange:
     """One rescued client request: its engine and the upstream responses it goes through."""
@@ -420,15 +365,20 @@ class _Exchange:
     # ------------------------------------------------------------------ streaming
 
     async def _event_batches(
-        self, reader: _UpstreamReader, decoder: Any
+        self, chunks: AsyncIterator[bytes], decoder: Any, first: bytes = b""
     ) -> AsyncIterator[list[UpstreamEvent]]:
         """Upstream events, one list per network read (so one client write per read)."""
         parser = SSEParser()
         idle_ms = self.proxy.config.proxy.upstreamIdleTimeoutMs
-        decode = decoder.decode
+
+        def decode(chunk: bytes) -> list[UpstreamEvent]:
+            return [event for sse in parser.feed(chunk) for event in decoder.decode(sse)]
+
         try:
-            while (data := await reader.take()) is not None:
-                batch = [event for sse in parser.feed(data) for event in decode(sse)]
+            if first:
+                yield decode(first)
+            async for chunk in chunks:
+                batch = decode(chunk)
                 if batch:
                     yield batch
             parser.close()
@@ -451,15 +401,31 @@ class _Exchange:
         current: _Resumed | None = _Resumed(upstream, chunks=upstream.aiter_bytes())
         while current is not None and current.response is not None and not engine.done:
             assert current.chunks is not None
-            reader = _UpstreamReader(current.chunks, current.first)
-            batches = self._event_batches(reader, make_decoder())
+            batches = self._event_batches(current.chunks, make_decoder(), current.first)
             response, current = current.response, None
             pending_resume: Mapping[str, Any] | None = None
             try:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(reader.run)
-                    pending_resume = await self._relay_batches(batches, send, encoder)
-                    group.cancel_scope.cancel()  # a cut leaves the rest of the stream unread
+                async for batch in batches:
+                    out = bytearray()
+                    stop = False
+                    for event in batch:
+                        for item in engine.feed(event):
+                            if isinstance(item, AuditRecord):
+                                self._audit(item)
+                            elif isinstance(item, CloseUpstream):
+                                stop = True
+                            elif isinstance(item, StartResume):
+                                pending_resume = item.body
+                            else:
+                                out += encoder.encode(item)
+                        # after a cut, nothing more of this upstream stream may be fed
+                        if stop or pending_resume is not None or engine.done:
+                            stop = True
+                            break
+                    if out:
+                        await send(_body(bytes(out)))
+                    if stop:
+                        break
             finally:
                 await batches.aclose()
                 await response.aclose()
@@ -470,38 +436,6 @@ class _Exchange:
                 if current.failure is not None:
                     await self._feed_and_send(current.failure, send, encoder)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def _relay_batches(
-        self, batches: AsyncIterator[list[UpstreamEvent]], send: Send, encoder: Any
-    ) -> Mapping[str, Any] | None:
-        """Feed event batches to the engine and send its output, one client write per batch,
-        until the stream ends or the engine cuts it; returns the continuation to send, if any."""
-        engine = self.engine
-        feed = engine.feed
-        encode = encoder.encode
-        pending_resume: Mapping[str, Any] | None = None
-        async for batch in batches:
-            out = bytearray()
-            stop = False
-            for event in batch:
-                for item in feed(event):
-                    if isinstance(item, AuditRecord):
-                        self._audit(item)
-                    elif isinstance(item, CloseUpstream):
-                        stop = True
-                    elif isinstance(item, StartResume):
-                        pending_resume = item.body
-                    else:
-                        out += encode(item)
-                # after a cut, nothing more of this upstream stream may be fed
-                if stop or pending_resume is not None or engine.done:
-                    stop = True
-                    break
-            if out:
-                await send(_body(bytes(out)))
-            if stop:
-                break
-        return pending_resume
 
     async def _feed_and_send(self, event: UpstreamEvent, send: Send, encoder: Any) -> None:
         out = bytearray()
