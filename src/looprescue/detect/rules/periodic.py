@@ -86,6 +86,7 @@ class PeriodicRule:
         # safe_offset's memory: the longest recurring suffix at the end of the last call
         self._suffix = 0
         self._suffix_end = 0
+        self._suffix_lag = 0  # a lag at which that suffix recurs (0: none known)
 
     # -- checkpoint ---------------------------------------------------------------------------
     def at_checkpoint(self, win: TextWindow, cp: int, in_fence: bool) -> Hit | None:
@@ -221,10 +222,27 @@ class PeriodicRule:
             self._suffix = max(bound, 0)
             return end
 
+        masked = win.masked
+        lag = self._suffix_lag
+        if (
+            lag
+            and e - bound - lag >= 0
+            and masked.startswith(masked[e - bound : e], e - bound - lag)
+        ):
+            # Still recurring where it did last time (always the case inside a loop): the
+            # suffix is as long as it can be, and no search is needed.
+            self._suffix = bound
+            return end - bound
+
         def recurs(length: int) -> bool:
             lo = e - length - cfg.cycleMaxPeriod
-            return win.rfind_masked(e - length, e, lo, e - cfg.cycleMinPeriod) >= 0
+            found = win.rfind_masked(e - length, e, lo, e - cfg.cycleMinPeriod)
+            if found < 0:
+                return False
+            self._suffix_lag = e - length - found
+            return True
 
+        self._suffix_lag = 0
         if hold_min > 1 and not recurs(hold_min):
             self._suffix = hold_min - 1
             return end
@@ -239,6 +257,8 @@ class PeriodicRule:
                     good = mid
                 else:
                     bad = mid
+        if good == 0:
+            self._suffix_lag = 0
         self._suffix = good
         return end - good
 
