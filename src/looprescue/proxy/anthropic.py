@@ -200,6 +200,17 @@ class AnthropicEncoder:
     """Engine client items -> SSE frames (``event:`` line + ``data:`` line, as DSH expects)."""
 
     def encode(self, item: ClientItem) -> bytes:
+        if type(item) is EmitDelta:
+            # the per-chunk case, spelled out: the same bytes as _frame() of the dict below
+            return b"".join(
+                (
+                    _DELTA_HEAD,
+                    str(item.index).encode(),
+                    _DELTA_KIND[item.kind],
+                    jsonfast.dumps(item.text),
+                    b"}}\n\n",
+                )
+            )
         if isinstance(item, EmitDelta | EmitMarker):
             return _frame(
                 {"type": "content_block_delta", "index": item.index, "delta": _delta(item)}
@@ -239,6 +250,14 @@ class AnthropicEncoder:
         if isinstance(item, EmitError):
             return _frame(error_body(item))
         raise TypeError(f"not a client item: {item!r}")
+
+
+_DELTA_HEAD = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+_DELTA_KIND = {
+    "reasoning": b',"delta":{"type":"thinking_delta","thinking":',
+    "text": b',"delta":{"type":"text_delta","text":',
+    "tool_call": b',"delta":{"type":"input_json_delta","partial_json":',
+}
 
 
 def error_body(item: EmitError) -> dict[str, Any]:
