@@ -367,7 +367,11 @@ class _Exchange:
     async def _event_batches(
         self, chunks: AsyncIterator[bytes], decoder: Any, first: bytes = b""
     ) -> AsyncIterator[list[UpstreamEvent]]:
-        """Upstream events, one list per network read (so one client write per read)."""
+        """Upstream events, one list per body chunk httpx yields (one client write each).
+
+        httpx yields each HTTP chunk of the upstream body separately, and SSE upstreams send
+        about one event per chunk, so this is close to one write per upstream event.
+        """
         parser = SSEParser()
         idle_ms = self.proxy.config.proxy.upstreamIdleTimeoutMs
 
