@@ -167,7 +167,12 @@ class _Proxy:
                     write=proxy_cfg.upstreamIdleTimeoutMs / 1000,
                     pool=proxy_cfg.connectTimeoutMs / 1000,
                 ),
-                limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
+                # Idle connections are dropped after 2 s: well inside common server keep-alive
+                # timeouts (uvicorn's is 5 s), so the pool never reuses one the upstream is
+                # closing at that moment (that race surfaces as a ReadError, i.e. a 502).
+                limits=httpx.Limits(
+                    max_connections=1024, max_keepalive_connections=256, keepalive_expiry=2.0
+                ),
                 follow_redirects=False,
                 trust_env=False,
             )
