@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
 from looprescue.commands.demo import load_examples
 from looprescue.detect import scan_text
+
+
+@functools.cache
+def _run_demo() -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "looprescue.cli", "demo", "--delay-ms", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
 
 
 def test_bundled_examples_are_two_loops_and_one_healthy_answer():
@@ -16,13 +29,7 @@ def test_bundled_examples_are_two_loops_and_one_healthy_answer():
 
 
 def test_demo_prints_where_it_fired_and_leaks_nothing():
-    result = subprocess.run(
-        [sys.executable, "-m", "looprescue.cli", "demo", "--delay-ms", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = _run_demo()
     out = result.stdout
     assert out.count("loop detected") == 2
     assert "rule pool" in out or "rule cycle" in out
@@ -37,13 +44,7 @@ def test_demo_prints_where_it_fired_and_leaks_nothing():
 
 
 def test_demo_rescues_the_reasoning_loop_in_one_response():
-    result = subprocess.run(
-        [sys.executable, "-m", "looprescue.cli", "demo", "--delay-ms", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = _run_demo()
     rescue_part = result.stdout.split("rescue: the same loop")[1]
     continuation = next(e for e in load_examples() if "continuation" in e)["continuation"]
     assert (
