@@ -160,7 +160,10 @@ def load_config(
 ) -> LoopRescueConfig:
     """Load YAML from ``path`` (None: defaults) and apply dotted-key ``overrides`` on top."""
     data: dict[str, Any] = {}
-    source = "defaults"
+    # Name what the bad value came from: the file (with or without flags on top), or the flags.
+    source = (
+        "command line" if overrides and any(v is not None for v in overrides.values()) else "config"
+    )
     if path is not None:
         source = str(path)
         try:

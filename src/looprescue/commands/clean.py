@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 import typer
 
+from looprescue.commands.common import SET_HELP, parse_settings
 from looprescue.config import ConfigError, load_config
 from looprescue.dsh import (
     SessionFormatError,
@@ -121,6 +122,7 @@ def clean_command(
     language: str | None = typer.Option(None, "--language", help="Marker language: auto|zh|en."),
     json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     config: Path | None = typer.Option(None, "--config", help="YAML config file."),
+    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
 ) -> None:
     """Cut looping reasoning/text out of the assistant messages of one session.
 
@@ -128,7 +130,11 @@ def clean_command(
     replaces the log. Exit code 0 on success or nothing to do, 2 on any error.
     """
     try:
-        overrides = {"marker": marker, "language": language}
+        flags = {"marker": marker, "language": language}
+        overrides = {
+            **parse_settings(settings),
+            **{k: v for k, v in flags.items() if v is not None},
+        }
         cfg = load_config(config, overrides)
         data_dir = resolve_data_dir(data)
         if session is None:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from looprescue.commands.common import report_session_error
+from looprescue.commands.common import SET_HELP, parse_settings, report_session_error
 from looprescue.config import ConfigError, DoctorConfig, load_config
 from looprescue.doctor import DetourSignal, SessionAnalysis, analyze_log
 from looprescue.doctor.tail import SessionTail
@@ -36,6 +36,7 @@ def doctor_command(
     data: Path | None = typer.Option(None, "--data", help="Data dir used when no PATH is given."),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per signal."),
     config: Path | None = typer.Option(None, "--config", help="YAML config (doctor.* keys)."),
+    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     follow: Path | None = typer.Option(
         None, "--follow", help="Follow one live session (log file or session dir) until Ctrl-C."
     ),
@@ -47,7 +48,7 @@ def doctor_command(
     it. Exit code 1 when any signal is found, 0 when none, 2 when input cannot be read."""
     err = Console(stderr=True, soft_wrap=True)
     try:
-        options = load_config(config).doctor
+        options = load_config(config, parse_settings(settings)).doctor
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_UNREADABLE) from None

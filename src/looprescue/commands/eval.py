@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from looprescue.commands.common import SET_HELP, parse_settings
 from looprescue.config import ConfigError, load_config
 from looprescue.corpus import CorpusError, Summary, evaluate, load_corpus
 
@@ -24,13 +25,14 @@ def eval_command(
     ),
     config: Path | None = typer.Option(None, "--config", help="YAML config (detector.* keys)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random 2-6 char delta split."),
+    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
 ) -> None:
     """Score the detector on a corpus: recall on loops, false positives on normal texts, delay.
 
     Exit code 1 if any record is misjudged, 2 if the corpus or config cannot be read.
     """
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, parse_settings(settings))
         records = load_corpus(corpus)
     except (ConfigError, CorpusError) as exc:
         typer.echo(f"error: {exc}", err=True)

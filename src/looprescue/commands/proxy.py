@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from looprescue.commands.common import SET_HELP, parse_settings
 from looprescue.config import ConfigError, LoopRescueConfig, load_config
 
 
@@ -23,14 +24,20 @@ def resolve_config(
     port: int | None,
     mode: str | None,
     audit_log: Path | None,
+    settings: list[str] | None = None,
 ) -> LoopRescueConfig:
-    """YAML first, then CLI flags on top; raises ConfigError naming the bad key."""
-    overrides: dict[str, Any] = {
+    """YAML first, then ``--set`` flags, then the dedicated flags; raises ConfigError naming the
+    bad key."""
+    flags = {
         "proxy.upstream": upstream,
         "proxy.host": host,
         "proxy.port": port,
         "mode": mode,
         "proxy.auditLog": str(audit_log) if audit_log is not None else None,
+    }
+    overrides: dict[str, Any] = {
+        **parse_settings(settings),
+        **{key: value for key, value in flags.items() if value is not None},
     }
     cfg = load_config(config, overrides)
     if not cfg.proxy.upstream:
@@ -49,6 +56,7 @@ def proxy_command(
     audit_log: Path | None = typer.Option(
         None, "--audit-log", help="Append a JSONL record per detection, cut and resume."
     ),
+    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
 ) -> None:
     """Proxy Anthropic Messages and OpenAI Chat Completions, cutting and resuming loops.
 
@@ -57,7 +65,7 @@ def proxy_command(
     """
     err = Console(stderr=True)
     try:
-        cfg = resolve_config(config, upstream, host, port, mode, audit_log)
+        cfg = resolve_config(config, upstream, host, port, mode, audit_log, settings)
         from looprescue.proxy.app import create_app
 
         app = create_app(cfg, cfg.proxy.upstream or "")

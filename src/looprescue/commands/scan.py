@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
-from looprescue.commands.common import report_session_error
+from looprescue.commands.common import SET_HELP, parse_settings, report_session_error
 from looprescue.config import ConfigError, load_config
 from looprescue.dsh import SessionFormatError, find_session_logs, open_log, resolve_data_dir
 from looprescue.dsh.findings import Finding, scan_events
@@ -52,6 +52,7 @@ def scan_command(
     show_all: bool = typer.Option(False, "--all", help="Also list scanned blocks without loops."),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per line."),
     config: Path | None = typer.Option(None, "--config", help="YAML config (detector.* keys)."),
+    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
 ) -> None:
     """Replay every assistant message (and failed attempt) through the loop detector.
 
@@ -59,7 +60,7 @@ def scan_command(
     """
     err = Console(stderr=True)
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, parse_settings(settings))
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

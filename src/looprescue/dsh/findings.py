@@ -64,6 +64,8 @@ def excerpt(text: str, start: int = 0) -> str:
 
 
 def first_hit(text: str, channel: str, config: LoopRescueConfig) -> Hit | None:
+    if config.watch not in ("both", channel):
+        return None  # the channel is not watched: never flagged, as in the proxy
     hits = scan_text(text, channel, config)  # type: ignore[arg-type]
     return min(hits, key=lambda h: h.prune_offset) if hits else None
 
