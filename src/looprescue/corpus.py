@@ -117,6 +117,11 @@ class Verdict:
             return None
         return max(0, self.fired_at - self.record.onset)
 
+    @property
+    def early(self) -> bool:
+        """Fired before the labelled onset (on coherent text, unless it saw a pool's lead-in)."""
+        return self.fired and self.record.onset is not None and self.fired_at < self.record.onset
+
     def to_dict(self) -> dict:
         return {
             "id": self.record.id,
@@ -130,9 +135,7 @@ class Verdict:
             "prune_offset": self.prune_offset,
             "onset": self.record.onset,
             "delay": self.delay,
-            "early": self.fired
-            and self.record.onset is not None
-            and self.fired_at < self.record.onset,
+            "early": self.early,
             "chars": self.scored_chars,
         }
 
@@ -190,9 +193,7 @@ class Summary:
                 if v.record.label == "loop" and v.record.onset == 0 and v.fired
             },
             "early_fires": [
-                v.record.id
-                for v in self.verdicts
-                if v.record.label == "loop" and v.fired and v.fired_at < (v.record.onset or 0)
+                v.record.id for v in self.verdicts if v.record.label == "loop" and v.early
             ],
             "borderline": {
                 v.record.id: v.fired_at for v in self.verdicts if v.record.label == "borderline"

@@ -21,9 +21,10 @@ codecs.register_error("looprescue-fold", _fold_to_byte)
 class TextWindow:
     """The text of a channel from ``keep`` chars before the last checkpoint on.
 
-    Deltas are only collected on ``append``; ``sync`` joins them when a rule needs the text, so
-    a tiny delta costs a list append. Trimming happens in blocks, so the copy it costs is paid
-    once per ``slack`` chars: amortized O(1) per char, and memory stays bounded.
+    Deltas are only collected in ``pending`` (the channel appends to it directly: that is the
+    per-delta hot path); ``sync`` joins them when a rule needs the text. Trimming happens in
+    blocks, so the copy it costs is paid once per ``slack`` chars: amortized O(1) per char,
+    and memory stays bounded.
     """
 
     __slots__ = ("base", "end", "keep", "masked", "masked_bytes", "pending", "raw", "slack")
@@ -40,10 +41,6 @@ class TextWindow:
         self.base = 0  # absolute offset of raw[0]
         self.end = 0  # absolute offset after the last char received
         self.pending: list[str] = []  # deltas received but not joined yet
-
-    def append(self, delta: str) -> None:
-        self.pending.append(delta)
-        self.end += len(delta)
 
     def sync(self) -> None:
         """Join the deltas received since the last call into the held text."""

@@ -59,11 +59,6 @@ class StreamDetector:
         self._consumed_unwatched[channel] += len(delta)
         return None
 
-    def feed_all(self, channel: Channel, delta: str) -> list[Hit]:
-        """``feed`` as a list (empty or one hit: a channel latches on its first hit)."""
-        hit = self.feed(channel, delta)
-        return [hit] if hit is not None else []
-
     def flush(self, channel: Channel) -> Hit | None:
         """The channel's text is complete (block end): judge its last chars too."""
         if not self.watches(channel):
