@@ -13,7 +13,7 @@ def kinds(signals) -> list[tuple]:
     return [(s.kind, s.sub, s.turn, s.metric) for s in signals]
 
 
-def test_signals_are_emitted_when_their_turn_ends() -> None:
+def test_per_turn_signals_are_emitted_when_their_turn_ends() -> None:
     log = SessionBuilder()
     log.start_turn()
     log.next_step()
@@ -46,7 +46,7 @@ def test_busy_session() -> None:
     ]
 
 
-def test_open_turn_at_end_of_log_is_closed_by_finish() -> None:
+def test_a_turn_left_open_ends_at_the_end_of_the_log() -> None:
     log = SessionBuilder()
     log.start_turn()
     log.next_step()
@@ -59,7 +59,7 @@ def test_open_turn_at_end_of_log_is_closed_by_finish() -> None:
         analysis.feed(log.events[0])
 
 
-def test_unclosed_turn_is_closed_by_the_next_turn_start() -> None:
+def test_a_turn_left_open_ends_at_the_next_turn_start() -> None:
     log = SessionBuilder()
     log.start_turn()
     log.next_step()
@@ -123,51 +123,115 @@ def test_parallel_calls_are_judged_in_call_order() -> None:
     assert kinds(signals) == [("tool-cycle", "cycle:read>bash", 1, 3)]
 
 
-def test_job_exit_code_marks_a_failure_even_without_is_error() -> None:
+def failing_in_two_turns(mark_failed) -> list[dict]:
+    """The same bash call in two turns; ``mark_failed(log, call_seq, result_seq)`` makes the
+    otherwise successful result a failure the way the statement under test says."""
     log = SessionBuilder()
     for _ in range(2):
         log.start_turn()
         log.next_step()
         call_seq, result_seq = log.tool("bash", {"command": "make"}, "boom")
-        call_id = log.events[call_seq]["data"]["callId"]
-        settled = {
-            "jobId": "bash-1",
-            "toolCall": {"callId": call_id},
-            "status": "completed",
-            "detail": "exit code: 2",
-        }
-        log.events.insert(
-            result_seq, {"type": "job/settled", "seq": -1, "time": 0, "data": settled}
-        )
+        mark_failed(log, call_seq, result_seq)
         log.end_turn()
-    (signal,) = analyze_log(log.events, "s")
-    assert (signal.kind, signal.sub, signal.turn) == ("tool-misuse", "bash", 2)
+    return log.events
 
 
-def test_human_vs_injected_messages() -> None:
+def settle_job(log: SessionBuilder, call_seq: int, result_seq: int, **fields) -> None:
+    call_id = log.events[call_seq]["data"]["callId"]
+    settled = {"jobId": "bash-1", "toolCall": {"callId": call_id}, **fields}
+    log.events.insert(result_seq, {"type": "job/settled", "seq": -1, "time": 0, "data": settled})
+
+
+def misuse(events: list[dict]) -> list[tuple]:
+    return [(s.sub, s.turn) for s in analyze_log(events, "s") if s.kind == "tool-misuse"]
+
+
+def test_a_call_fails_when_its_result_has_is_error() -> None:
+    def is_error(log, _call, result):
+        log.events[result]["data"]["message"]["isError"] = True
+
+    assert misuse(failing_in_two_turns(is_error)) == [("bash", 2)]
+    assert misuse(failing_in_two_turns(lambda *_: None)) == []  # the control
+
+
+def test_a_call_fails_when_its_result_has_an_error_code() -> None:
+    def coded(log, _call, result):
+        log.events[result]["data"]["error"] = {"name": "FsError", "code": "FS_NOT_FOUND"}
+
+    assert misuse(failing_in_two_turns(coded)) == [("bash", 2)]
+
+
+def test_a_job_that_exited_non_zero_fails_although_is_error_is_false() -> None:
+    def exited(log, call, result):
+        settle_job(log, call, result, status="completed", detail="exit code: 2")
+
+    assert misuse(failing_in_two_turns(exited)) == [("bash", 2)]
+
+    def exited_zero(log, call, result):
+        settle_job(log, call, result, status="completed", detail="exit code: 0")
+
+    assert misuse(failing_in_two_turns(exited_zero)) == []
+
+
+def test_a_job_that_settled_as_failed_fails() -> None:
+    def failed(log, call, result):
+        settle_job(log, call, result, status="failed", detail="spawn error")
+
+    assert misuse(failing_in_two_turns(failed)) == [("bash", 2)]
+
+
+def test_crash_repair_results_count_as_neither_failure_nor_success() -> None:
     log = SessionBuilder()
     log.start_turn()
     log.next_step()
-    for i in range(4):
-        log.user(f"prompt {i}")
-        log.user("snapshot", kind="runtime-context")
+    log.tool("read", {"file_path": "x"}, "Error: not found", error_code="FS_NOT_FOUND")
+    log.end_turn("interrupted")
+    log.start_turn()
+    log.next_step()
+    # DSH's closer for a call the crash left without a result (FORMAT.md §9)
+    log.tool(
+        "read",
+        {"file_path": "x"},
+        "The tool call was interrupted.",
+        error_code="TOOL_OUTCOME_UNKNOWN",
+    )
+    log.retry()
     log.end_turn()
-    config = DoctorConfig(injectThreshold=4)
-    assert kinds(analyze_log(log.events, "s", config)) == [("context-thrash", "inject", None, 4)]
-    # in a subagent child the `user` prompt is the parent's: 8 injected
-    child = dict(log.header, origin="subagent", delegationDepth=1)
-    assert kinds(analyze_log(log.events, "s", config, header=child)) == [
-        ("context-thrash", "inject", None, 8)
-    ]
-    described = [{"type": "subagent/descriptor", "seq": -1, "time": 0, "data": {}}, *log.events]
-    assert kinds(analyze_log(described, "s", config)) == [("context-thrash", "inject", None, 8)]
+    assert analyze_log(log.events, "s", {"retryStormMin": 5}) == []  # no misuse, no churn
+    log.start_turn()
+    log.next_step()
+    log.tool("read", {"file_path": "x"}, "Error: not found", error_code="FS_NOT_FOUND")
+    log.end_turn()
+    assert misuse(log.events) == [("read", 3)]  # and it answered nothing
 
 
-def test_delegation_markers_include_hooks() -> None:
-    events = [{"type": "hook/invoked", "seq": i, "data": {}} for i in range(3)]
-    events.append({"type": "subagent/catalog", "seq": 3, "data": {}})
-    config = DoctorConfig(delegationThreshold=4)
-    assert kinds(analyze_log(events, "s", config)) == [("context-thrash", "delegation", None, 4)]
+def test_every_signal_has_kind_sub_turn_metric_a_one_line_explanation_and_evidence() -> None:
+    log = a_busy_session()
+    for event in log.events:
+        if event["type"] == "tool/call" and event["data"]["name"] == "read":
+            event["data"]["name"] = "read\nfile"  # an odd name must not break the line
+    signals = analyze_log(log.events, "s", DoctorConfig(retryStormMin=1))
+    assert {s.kind for s in signals} == {"retry-storm", "effect-churn", "tool-misuse"}
+    for signal in signals:
+        record = signal.to_dict()
+        assert list(record) == [
+            "session", "kind", "sub", "turn", "metric", "explanation", "evidence",
+        ]  # fmt: skip
+        assert record["explanation"] and "\n" not in record["explanation"]
+        assert all(isinstance(seq, int) for seq in record["evidence"])
+    assert [s.sub for s in signals if s.kind == "tool-misuse"] == ["read\\nfile"]
+
+
+def test_tool_misuse_and_context_thrash_are_emitted_at_the_end_of_the_log() -> None:
+    log = a_busy_session()
+    for _ in range(2):
+        log.start_turn()
+        log.compaction()
+        log.end_turn()
+    analysis = SessionAnalysis("s")
+    during = [s.kind for e in log.events for s in analysis.feed(e)]
+    assert "tool-misuse" not in during and "context-thrash" not in during
+    assert [s.kind for s in analysis.finish()] == ["tool-misuse", "context-thrash"]
 
 
 def test_malformed_events_are_ignored_not_fatal() -> None:
@@ -185,7 +249,7 @@ def test_malformed_events_are_ignored_not_fatal() -> None:
     assert analyze_log(junk, "s") == []
 
 
-def test_each_key_emitted_once_even_if_turn_numbers_repeat() -> None:
+def test_each_kind_turn_and_sub_is_reported_at_most_once() -> None:
     log = SessionBuilder()
     for _ in range(2):
         log.start_turn()
@@ -198,7 +262,7 @@ def test_each_key_emitted_once_even_if_turn_numbers_repeat() -> None:
     assert kinds(signals) == [("retry-storm", None, 1, 2)]
 
 
-def test_options_forms_and_loud_errors() -> None:
+def test_thresholds_are_validated_and_a_bad_one_fails_naming_the_key() -> None:
     assert doctor_config(None) == DoctorConfig()
     assert doctor_config(LoopRescueConfig(doctor=DoctorConfig(retryStormMin=9))).retryStormMin == 9
     assert doctor_config({"retryStormMin": 4}).retryStormMin == 4
@@ -210,52 +274,7 @@ def test_options_forms_and_loud_errors() -> None:
         SessionAnalysis("s", {"toolCycleMaxWidth": 1})
 
 
-def test_documented_tool_cycle_example() -> None:
-    log = SessionBuilder()
-    log.start_turn()
-    for _ in range(3):
-        log.next_step()
-        log.tool("read", {"file_path": "a.txt"}, "int main() {}")
-        log.next_step()
-        log.tool("bash", {"command": "make"}, "error: a.txt:1: missing return; took 0.4s")
-    log.end_turn()
-    assert kinds(analyze_log(log.events, "s")) == [("tool-cycle", "cycle:read>bash", 1, 3)]
-
-
-def test_documented_prompt_bloat_example() -> None:
-    log = SessionBuilder()
-    log.start_turn()
-    log.next_step()
-    log.system("You are an agent.")
-    for tools in (10, 12, 14, 16):
-        log.request_header(tools)
-        log.assistant("", [])
-        log.next_step()
-    log.end_turn()
-    (signal,) = analyze_log(log.events, "s")
-    assert (signal.kind, signal.turn, signal.metric) == ("prompt-bloat", 1, 3)
-    headers = [e["seq"] for e in log.events if e["type"] in ("system/message", "request/header")]
-    assert signal.evidence == tuple(headers)
-
-
-def test_narration_loop_end_to_end() -> None:
-    log = SessionBuilder()
-    log.start_turn()
-    for _ in range(3):
-        log.next_step()
-        log.tool(
-            "grep",
-            {"pattern": "x"},
-            f"{_} hits",
-            text="Let me search the code base once more for it.",
-        )
-    log.end_turn()
-    signals = analyze_log(log.events, "s")
-    assert kinds(signals) == [("narration-loop", None, 1, 3)]
-    assert all(log.events[s]["type"] == "assistant/message" for s in signals[0].evidence)
-
-
-def test_adversarial_log_cannot_grow_the_tables() -> None:
+def test_every_table_holds_at_most_max_tracked_tools_entries() -> None:
     """Thousands of distinct tools, unanswered calls and failures: every table stays capped."""
     config = DoctorConfig(maxTrackedTools=8, maxEvidence=4, repeatToolMin=2, toolCycleMinRepeats=2)
     analysis = SessionAnalysis("s", config)
@@ -278,7 +297,7 @@ def test_adversarial_log_cannot_grow_the_tables() -> None:
         for table, size in analysis.table_sizes().items():
             peak[table] = max(peak.get(table, 0), size)
     assert max(peak.values()) == 8  # full, never beyond
-    assert peak["repeatRuns"] == peak["failingTools"] == 8
+    assert peak["repeatRuns"] == peak["failingCalls"] == 8
     feed("turn/end", {"turn": 1})
     feed("turn/start", {"turn": 2})
     feed("tool/call", {"callId": "last", "name": "tool2999", "arguments": "{}"})
@@ -288,7 +307,7 @@ def test_adversarial_log_cannot_grow_the_tables() -> None:
     assert all(len(s.evidence) <= 4 for s in signals)
 
 
-def test_legacy_version_0_shapes() -> None:
+def test_legacy_version_0_logs_are_understood() -> None:
     """rc.8 logs (FORMAT.md §13): nested tool-result blocks, pre-identity results and messages."""
     events: list[dict] = []
 

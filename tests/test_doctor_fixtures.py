@@ -1,12 +1,17 @@
-"""Acceptance on the real DSH 0.2.1 fixtures, read through the session reader."""
+"""Acceptance on real DSH 0.2.1 sessions, read through the session reader: the shared fixtures
+and the one recorded here (tests/fixtures/read_missing_three_turns, re-recorded by a test)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
+from tests.fixtures.record_read_missing_three_turns import FIXTURE_DIR, MISSING, record
 from tests.paths import SESSIONS
+from typer.testing import CliRunner
 
+from looprescue.cli import app
 from looprescue.doctor import DetourSignal, SessionAnalysis, analyze_log
 from looprescue.dsh import find_session_logs, open_log
 
@@ -47,10 +52,66 @@ def test_f_retry_storm_two_retries_in_turn_one() -> None:
     assert signal.evidence == (14, 15, 19, 20)  # the failed attempts and their retries
 
 
+def doctor_cli_json(path: Path) -> tuple[int, list[dict]]:
+    result = CliRunner().invoke(app, ["doctor", str(path), "--json"])
+    return result.exit_code, [orjson.loads(line) for line in result.stdout.splitlines()]
+
+
+def read_outcomes(log_path: Path) -> list[tuple[int | None, str, bool, int, int]]:
+    """(turn, file_path, failed, call seq, result seq) of every read, from the log itself."""
+    events = list(open_log(log_path).events())
+    calls = {e["seq"]: e["data"] for e in events if e["type"] == "tool/call"}
+    out = []
+    for event in events:
+        if event["type"] == "tool/result":
+            (call_seq,) = event["sourceEventSeqs"]
+            call = calls[call_seq]
+            path = orjson.loads(call["arguments"])["file_path"]
+            failed = event["data"]["message"]["isError"]
+            out.append((call["turn"], path, failed, call_seq, event["seq"]))
+    return out
+
+
 def test_e_tool_error_two_turns_read_misused_in_turn_two() -> None:
-    (signal,) = doctor(only_log("e_tool_error_two_turns"))
-    assert (signal.kind, signal.sub, signal.turn, signal.metric) == ("tool-misuse", "read", 2, 2)
-    assert signal.evidence == (35, 36)  # the failed reuse: its call and its result
+    exit_code, lines = doctor_cli_json(SESSIONS / "e_tool_error_two_turns")
+    assert exit_code == 1
+    (line,) = lines
+    found = (line["kind"], line["sub"], line["turn"], line["metric"])
+    assert found == ("tool-misuse", "read", 2, 2)
+    assert line["evidence"] == [35, 36]  # the failed reuse: its call and its result
+
+
+def assert_misuse_in_turn_three_with_only_the_failed_reuses(fixture: Path) -> None:
+    (log_path,) = find_session_logs([fixture])
+    reads = read_outcomes(log_path)
+    # what the fixture is: the missing file fails in three turns, other reads succeed between
+    failures = [(turn, c, r) for turn, path, failed, c, r in reads if failed]
+    successes = [(turn, path) for turn, path, failed, _, _ in reads if not failed]
+    assert [turn for turn, _, _ in failures] == [1, 2, 3]
+    assert {path for _, path, failed, _, _ in reads if failed} == {MISSING}
+    assert successes == [(1, "README.md"), (2, "plan.txt")]
+
+    exit_code, lines = doctor_cli_json(fixture)
+    assert exit_code == 1
+    (line,) = lines
+    found = (line["kind"], line["sub"], line["turn"], line["metric"])
+    assert found == ("tool-misuse", "read", 3, 3)
+    reuses = [seq for _, call_seq, result_seq in failures[1:] for seq in (call_seq, result_seq)]
+    assert line["evidence"] == reuses
+
+
+def test_read_missing_three_turns_read_misused_in_turn_three() -> None:
+    assert_misuse_in_turn_three_with_only_the_failed_reuses(FIXTURE_DIR)
+    (log_path,) = find_session_logs([FIXTURE_DIR])
+    assert [s.evidence for s in doctor(log_path)] == [(41, 42, 64, 65)]  # as its README says
+
+
+@pytest.mark.slow
+def test_read_missing_three_turns_recorded_afresh_gives_the_same_signal(dsh_runtime, tmp_path):
+    fresh = record(tmp_path / "read_missing_three_turns", dsh_runtime)
+    assert fresh.session_dir.parent != FIXTURE_DIR
+    assert [run.returncode for run in fresh.runs] == [0, 0, 0]
+    assert_misuse_in_turn_three_with_only_the_failed_reuses(fresh.session_dir.parent)
 
 
 def test_i2_compaction_counts_its_four_compactions() -> None:

@@ -10,17 +10,18 @@ from looprescue.doctor.identity import (
     digest,
     mask_volatile,
     result_digest,
+    tool_name,
 )
 
 
-def test_key_order_is_irrelevant_at_every_depth() -> None:
+def test_arguments_are_re_serialised_with_sorted_keys_at_every_depth() -> None:
     a = '{"b": 1, "a": {"y": [1, {"q": 2, "p": 3}], "x": "s"}}'
     b = '{"a": {"x": "s", "y": [1, {"p": 3, "q": 2}]}, "b": 1}'
     assert canonical_arguments(a) == canonical_arguments(b)
     assert canonical_arguments(a) == '{"a":{"x":"s","y":[1,{"p":3,"q":2}]},"b":1}'
 
 
-def test_whitespace_and_value_forms() -> None:
+def test_arguments_compare_as_parsed_json_not_as_text() -> None:
     assert canonical_arguments('{"command":"ls"}') == canonical_arguments('{ "command" : "ls" }')
     assert canonical_arguments({"b": 2, "a": 1}) == '{"a":1,"b":2}'
     assert canonical_arguments('{"command":"ls"}') != canonical_arguments('{"command":"ls -a"}')
@@ -28,7 +29,7 @@ def test_whitespace_and_value_forms() -> None:
     assert canonical_arguments("[1, 2]") != canonical_arguments("[2, 1]")
 
 
-def test_non_json_and_huge_integers() -> None:
+def test_integers_stay_exact_and_non_json_arguments_compare_as_text() -> None:
     assert canonical_arguments("  not json ") == "not json"
     big = '{"n": 123456789012345678901234567890}'
     assert canonical_arguments(big) == '{"n":123456789012345678901234567890}'
@@ -72,7 +73,7 @@ def test_stable_content_is_left_alone(text: str) -> None:
     assert mask_volatile(text) == text
 
 
-def test_result_digest_sees_real_changes_only() -> None:
+def test_rereading_an_unchanged_file_is_a_repeat_while_real_progress_is_not() -> None:
     first = result_digest(False, None, "done in 12ms at 2026-11-29T20:46:31Z")
     again = result_digest(False, None, "done in 15ms at 2026-11-29T20:47:02Z")
     assert first == again
@@ -81,9 +82,25 @@ def test_result_digest_sees_real_changes_only() -> None:
     assert result_digest(True, "A", "x") != result_digest(True, "B", "x")
 
 
-def test_completed_call_identity() -> None:
+def test_two_calls_are_the_same_when_tool_arguments_and_masked_result_match() -> None:
     args = digest(canonical_arguments('{"a": 1}'))
     one = CompletedCall(1, 1, "read", args, 2, result_digest(False, None, "x"))
     two = CompletedCall(5, 1, "read", args, 6, result_digest(False, None, "x"))
     other = CompletedCall(9, 1, "bash", args, 10, result_digest(False, None, "x"))
     assert one.identity == two.identity != other.identity
+
+
+def test_tool_names_are_shown_as_logged_on_one_line() -> None:
+    assert tool_name("read") == "read"
+    assert tool_name("mcp__files__read_file") == "mcp__files__read_file"
+    assert tool_name("read\nfile\t2") == "read\\nfile\\t2"
+    assert tool_name("a\u2028b\x1b") == "a\\u2028b\\x1b"
+    assert tool_name(None) == tool_name(7) == tool_name("") == "?"
+
+
+def test_a_tool_name_longer_than_64_characters_is_shortened_with_a_hash_of_the_whole() -> None:
+    long_a, long_b = "t" * 100 + "a", "t" * 100 + "b"
+    assert len(tool_name(long_a)) == len(tool_name(long_b)) == 64
+    assert tool_name(long_a) != tool_name(long_b)
+    assert tool_name(long_a).startswith("t" * 47 + "…")
+    assert tool_name("x" * 64) == "x" * 64

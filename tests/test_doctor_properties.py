@@ -122,11 +122,18 @@ def test_replaying_twice_gives_identical_output_and_sound_signals(actions, confi
     assert [s.to_dict() for s in first] == [s.to_dict() for s in analyze_log(events, "s", config)]
     keys = [s.key for s in first]
     assert len(keys) == len(set(keys))
+    assert all(signal.metric >= 1 for signal in first)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(ACTIONS, max_size=40), CONFIGS)
+def test_evidence_is_event_seqs_in_log_order_at_most_max_evidence(actions, config) -> None:
+    events = build(actions)
     seqs = {e["seq"] for e in events}
-    for signal in first:
+    for signal in analyze_log(events, "s", config):
         assert set(signal.evidence) <= seqs
+        assert list(signal.evidence) == sorted(set(signal.evidence))
         assert len(signal.evidence) <= config.maxEvidence
-        assert signal.metric >= 1
 
 
 JSON_LEAF = st.one_of(st.integers(-5, 5), st.text(max_size=4), st.booleans(), st.none())

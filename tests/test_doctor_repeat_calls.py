@@ -1,8 +1,11 @@
-"""retry-storm repeat:<tool>: runs of identical consecutive calls."""
+"""retry-storm `repeat:<tool>`, statement by statement (docs/doctor.md)."""
 
 from __future__ import annotations
 
+from tests.test_doctor_helpers import SessionBuilder
+
 from looprescue.config import DoctorConfig
+from looprescue.doctor import analyze_log
 from looprescue.doctor.identity import CompletedCall, canonical_arguments, digest, result_digest
 from looprescue.doctor.repeat_calls import RepeatedCallRule
 
@@ -20,74 +23,79 @@ def call(
     )
 
 
-def test_six_identical_calls_are_one_run() -> None:
-    rule = RepeatedCallRule(DoctorConfig())
-    for seq in (18, 26, 34, 45, 53, 64):
-        rule.on_call(call(seq))
-    (signal,) = rule.close_turn(1)
-    assert (signal.kind, signal.sub, signal.turn, signal.metric) == (
-        "retry-storm",
-        "repeat:bash",
-        1,
-        6,
-    )
-    assert signal.evidence == (18, 26, 34, 45, 53, 64)
+def run(*calls: CompletedCall, config: DoctorConfig | None = None) -> list[tuple]:
+    rule = RepeatedCallRule(config or DoctorConfig())
+    for c in calls:
+        rule.on_call(c)
+    return [(s.sub, s.metric, s.evidence) for s in rule.close_turn(1)]
 
 
-def test_two_calls_are_below_threshold() -> None:
-    rule = RepeatedCallRule(DoctorConfig())
-    rule.on_call(call(1))
-    rule.on_call(call(5))
-    assert rule.close_turn(1) == []
+def test_consecutive_calls_with_the_same_tool_arguments_and_result_are_a_run() -> None:
+    seqs = (18, 26, 34, 45, 53, 64)
+    assert run(*(call(seq) for seq in seqs)) == [("repeat:bash", 6, seqs)]
 
 
-def test_a_different_call_breaks_the_run() -> None:
-    rule = RepeatedCallRule(DoctorConfig())
-    for seq, args in [(1, '{"command":"ls"}'), (5, '{"command":"ls"}'), (9, '{"command":"pwd"}')]:
-        rule.on_call(call(seq, args=args))
-    rule.on_call(call(13))
-    assert rule.close_turn(1) == []
+def test_key_order_of_arguments_does_not_split_a_run() -> None:
+    orders = ['{"command":"ls","description":"d"}', '{"description":"d","command":"ls"}']
+    assert run(*(call(i, args=orders[i % 2]) for i in range(3)))[0][1] == 3
 
 
-def test_changing_results_are_polling_not_a_loop() -> None:
-    rule = RepeatedCallRule(DoctorConfig())
-    for seq, progress in enumerate(["10%", "40%", "80%", "100%"]):
-        rule.on_call(call(seq * 4, name="job_status", args='{"id":"j1"}', result=progress))
-    assert rule.close_turn(1) == []
+def test_a_different_result_is_a_different_call() -> None:
+    results = ["10%", "40%", "80%", "100%"]
+    assert run(*(call(i * 4, "job_status", '{"id":"j1"}', r) for i, r in enumerate(results))) == []
 
 
-def test_volatile_result_tokens_do_not_break_a_run() -> None:
-    rule = RepeatedCallRule(DoctorConfig())
-    for seq, stamp in enumerate(
-        ["2026-11-29T20:00:01Z", "2026-11-29T20:00:09Z", "2026-11-29T20:01:00Z"]
-    ):
-        rule.on_call(call(seq * 4, name="read", result=f"same file, read at {stamp}"))
-    (signal,) = rule.close_turn(1)
-    assert signal.sub == "repeat:read" and signal.metric == 3
+def test_volatile_tokens_of_the_result_are_masked() -> None:
+    stamps = ["2026-11-29T20:00:01Z", "2026-11-29T20:00:09Z", "2026-11-29T20:01:00Z"]
+    calls = [call(i * 4, "read", result=f"same file, read at {s}") for i, s in enumerate(stamps)]
+    assert run(*calls)[0][:2] == ("repeat:read", 3)
 
 
-def test_longest_run_per_tool_is_reported_once_per_turn() -> None:
-    rule = RepeatedCallRule(DoctorConfig())
-    for seq in (1, 2, 3):
-        rule.on_call(call(seq, args='{"command":"ls"}'))
-    for seq in (10, 11, 12, 13):
-        rule.on_call(call(seq, args='{"command":"pwd"}'))
-    for seq in (20, 21, 22):
-        rule.on_call(call(seq, name="read", args='{"p":1}'))
-    signals = rule.close_turn(4)
-    assert [(s.sub, s.metric, s.evidence) for s in signals] == [
-        ("repeat:bash", 4, (10, 11, 12, 13)),
-        ("repeat:read", 3, (20, 21, 22)),
+def test_any_other_call_in_between_breaks_the_run() -> None:
+    calls = [call(1), call(5), call(9, args='{"command":"pwd"}'), call(13), call(17)]
+    assert run(*calls) == []
+    assert run(call(1), call(5), call(9, name="read"), call(13)) == []
+
+
+def test_a_run_never_spans_two_turns() -> None:
+    log = SessionBuilder()
+    for _ in range(2):
+        log.start_turn()
+        for _ in range(2):
+            log.next_step()
+            log.tool("bash", {"command": "ls"}, "a.txt\n")
+        log.end_turn()
+    assert analyze_log(log.events, "s") == []
+
+
+def test_repeat_tool_min_defaults_to_three() -> None:
+    assert run(call(1), call(5)) == []
+    assert run(call(1), call(5), config=DoctorConfig(repeatToolMin=2)) == [
+        ("repeat:bash", 2, (1, 5))
     ]
-    assert all(s.turn == 4 for s in signals)
-    assert rule.close_turn(5) == []
 
 
-def test_tracked_tool_table_is_bounded() -> None:
-    rule = RepeatedCallRule(DoctorConfig(maxTrackedTools=2))
-    seq = 0
-    for name in ("a", "b", "c"):
-        for _ in range(3):
-            seq += 1
-            rule.on_call(call(seq, name=name))
-    assert [s.sub for s in rule.close_turn(1)] == ["repeat:a", "repeat:b"]
+def test_per_tool_and_turn_only_the_longest_run_is_reported() -> None:
+    calls = [call(s, args='{"command":"ls"}') for s in (1, 2, 3)]
+    calls += [call(s, args='{"command":"pwd"}') for s in (10, 11, 12, 13)]
+    calls += [call(s, name="read", args='{"p":1}') for s in (20, 21, 22)]
+    assert run(*calls) == [("repeat:bash", 4, (10, 11, 12, 13)), ("repeat:read", 3, (20, 21, 22))]
+
+
+def test_evidence_is_the_tool_call_seqs_of_the_run() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    for _ in range(3):
+        log.next_step()
+        log.tool("bash", {"command": "ls"}, "a.txt\n")
+    log.end_turn()
+    (signal,) = analyze_log(log.events, "s")
+    assert [log.events[seq]["type"] for seq in signal.evidence] == ["tool/call"] * 3
+
+
+def test_the_table_of_runs_is_bounded_by_max_tracked_tools() -> None:
+    calls = [call(i * 3 + k, name=name) for i, name in enumerate("abc") for k in range(3)]
+    assert [sub for sub, _, _ in run(*calls, config=DoctorConfig(maxTrackedTools=2))] == [
+        "repeat:a",
+        "repeat:b",
+    ]

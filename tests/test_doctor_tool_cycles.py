@@ -1,13 +1,17 @@
-"""tool-cycle: A,B,A,B,… of width 2-5 repeated >= 3 times."""
+"""tool-cycle, statement by statement (docs/doctor.md, `tool-cycle`)."""
 
 from __future__ import annotations
 
+from tests.test_doctor_helpers import SessionBuilder
+
 from looprescue.config import DoctorConfig
+from looprescue.doctor import analyze_log
 from looprescue.doctor.identity import CompletedCall, digest, result_digest
 from looprescue.doctor.tool_cycles import ToolCycleRule, has_smaller_period
 
 
 def calls(pattern: str, start: int = 0, results: list[str] | None = None) -> list[CompletedCall]:
+    """One call per letter: tool_<letter>, the same arguments and result for the same letter."""
     out = []
     for i, letter in enumerate(pattern):
         result = results[i] if results else "same"
@@ -31,14 +35,7 @@ def run(pattern: str, config: DoctorConfig | None = None, results: list[str] | N
     return rule.close_turn(1)
 
 
-def test_smaller_period() -> None:
-    assert has_smaller_period(("a", "a"))
-    assert has_smaller_period(("a", "b", "a", "b"))
-    assert not has_smaller_period(("a", "b"))
-    assert not has_smaller_period(("a", "a", "b"))
-
-
-def test_abab_three_times_is_a_cycle() -> None:
+def test_a_sequence_of_two_calls_repeated_back_to_back_is_a_cycle() -> None:
     (signal,) = run("ABABAB")
     assert (signal.kind, signal.sub, signal.turn, signal.metric) == (
         "tool-cycle",
@@ -46,38 +43,61 @@ def test_abab_three_times_is_a_cycle() -> None:
         1,
         3,
     )
-    assert signal.evidence == (0, 10, 20, 30, 40, 50)
 
 
-def test_two_repeats_are_not_enough() -> None:
-    assert run("ABAB") == []
-    assert run("ABABA") == []
-
-
-def test_widths_three_to_five() -> None:
-    for unit in ("ABC", "ABCD", "ABCDE", "AAB"):
+def test_widths_run_from_two_to_tool_cycle_max_width() -> None:
+    for unit in ("AB", "ABC", "ABCD", "ABCDE", "AAB"):
         (signal,) = run(unit * 3)
         assert signal.metric == 3
         assert signal.sub == "cycle:" + ">".join(f"tool_{c.lower()}" for c in unit)
-    assert run("ABCDEF" * 3) == []  # wider than toolCycleMaxWidth
+    assert run("ABCDEF" * 3) == []  # wider than the default toolCycleMaxWidth 5
+    assert run("ABCD" * 3, DoctorConfig(toolCycleMaxWidth=3)) == []
+    assert run("ABCDEF" * 3, DoctorConfig(toolCycleMaxWidth=6))[0].metric == 3
 
 
-def test_identical_calls_belong_to_the_repeat_rule_not_here() -> None:
-    assert run("AAAAAAAAAAAA") == []
+def test_the_sub_names_the_units_tools_in_the_order_the_cycle_started_with() -> None:
+    assert [s.sub for s in run("BABABA")] == ["cycle:tool_b>tool_a"]
+    assert [s.sub for s in run("CAB" * 3)] == ["cycle:tool_c>tool_a>tool_b"]
 
 
-def test_cycle_after_noise_and_longest_stretch_wins() -> None:
+def test_calls_whose_results_change_are_no_cycle() -> None:
+    assert run("ABABAB", results=[f"progress {i}" for i in range(6)]) == []
+
+
+def test_a_different_call_in_between_breaks_the_stretch() -> None:
+    assert run("ABAB" + "C" + "ABAB") == []
+
+
+def test_a_unit_that_is_itself_a_repetition_is_left_to_the_narrower_width() -> None:
+    assert has_smaller_period(("a", "a")) and has_smaller_period(("a", "b", "a", "b"))
+    assert not has_smaller_period(("a", "b")) and not has_smaller_period(("a", "a", "b"))
+    assert run("A" * 12) == []  # width 1 is the repeat rule's
+    assert [(s.sub, s.metric) for s in run("AB" * 6)] == [("cycle:tool_a>tool_b", 6)]
+
+
+def test_tool_cycle_min_repeats_defaults_to_three_full_repeats() -> None:
+    assert run("ABAB") == []
+    assert run("ABABA") == []
+    assert run("ABAB", DoctorConfig(toolCycleMinRepeats=2))[0].metric == 2
+
+
+def test_metric_is_the_whole_units_in_the_stretch() -> None:
+    assert [s.metric for s in run("ABABABA")] == [3]
+    assert [s.metric for s in run("ABCABCABCAB")] == [3]
+
+
+def test_per_cycle_and_turn_only_the_longest_stretch_is_reported() -> None:
     (signal,) = run("XYZ" + "ABABABAB" + "Q" + "ABABAB")
     assert signal.metric == 4
-    assert len(signal.evidence) == 8
+    assert signal.evidence == tuple(10 * i for i in range(3, 11))
 
 
-def test_cycle_of_polls_with_changing_results_is_not_a_cycle() -> None:
-    results = [f"progress {i}" for i in range(6)]
-    assert run("ABABAB", results=results) == []
+def test_evidence_is_the_tool_call_seqs_of_the_cyclic_stretch() -> None:
+    (signal,) = run("X" + "ABABABA")
+    assert signal.evidence == (10, 20, 30, 40, 50, 60, 70)
 
 
-def test_turn_boundary_resets() -> None:
+def test_a_cycle_never_spans_two_turns() -> None:
     rule = ToolCycleRule(DoctorConfig())
     for c in calls("ABAB"):
         rule.on_call(c)
@@ -87,6 +107,20 @@ def test_turn_boundary_resets() -> None:
     assert rule.close_turn(2) == []
 
 
-def test_configurable_repeats_and_width() -> None:
-    assert run("ABAB", DoctorConfig(toolCycleMinRepeats=2))[0].metric == 2
-    assert run("ABCD" * 3, DoctorConfig(toolCycleMaxWidth=3)) == []
+def test_example_read_then_bash_make_three_times_is_cycle_read_bash_metric_3() -> None:
+    log = SessionBuilder()
+    log.start_turn()
+    for _ in range(3):
+        log.next_step()
+        log.tool("read", {"file_path": "a.txt"}, "int main() {}")
+        log.next_step()
+        log.tool("bash", {"command": "make"}, "error: a.txt:1: missing return; took 0.4s")
+    log.end_turn()
+    (signal,) = analyze_log(log.events, "s")
+    assert (signal.kind, signal.sub, signal.turn, signal.metric) == (
+        "tool-cycle",
+        "cycle:read>bash",
+        1,
+        3,
+    )
+    assert [log.events[seq]["type"] for seq in signal.evidence] == ["tool/call"] * 6

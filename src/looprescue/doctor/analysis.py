@@ -17,9 +17,15 @@ from pydantic import ValidationError
 
 from looprescue.config import ConfigError, DoctorConfig, LoopRescueConfig
 from looprescue.doctor import events as ev
-from looprescue.doctor.context_thrash import ContextThrashRule
+from looprescue.doctor.context_thrash import DELEGATION_EVENTS, ContextThrashRule
 from looprescue.doctor.effect_churn import EffectChurnRule
-from looprescue.doctor.identity import CompletedCall, canonical_arguments, digest, result_digest
+from looprescue.doctor.identity import (
+    CompletedCall,
+    canonical_arguments,
+    digest,
+    result_digest,
+    tool_name,
+)
 from looprescue.doctor.narration import NarrationLoopRule
 from looprescue.doctor.prompt_bloat import PromptBloatRule
 from looprescue.doctor.repeat_calls import RepeatedCallRule
@@ -77,6 +83,7 @@ class _PendingCall:
             result_key=result_digest(failed, facts.error_code, facts.text),
             failed=failed,
             interrupted=facts.interrupted,
+            error_code=facts.error_code if failed else None,
         )
 
 
@@ -123,7 +130,7 @@ class SessionAnalysis:
         handler = self._HANDLERS.get(kind)
         if handler is not None:
             return handler(self, event)
-        if ev.is_delegation_marker(kind):
+        if kind in DELEGATION_EVENTS:
             self.thrash.on_delegation_marker(ev.seq_of(event))
         return []
 
@@ -142,7 +149,7 @@ class SessionAnalysis:
             "pendingCalls": len(self._pending),
             "repeatRuns": self.repeats.tracked,
             "cycles": self.cycles.tracked,
-            "failingTools": self.misuse.tracked,
+            "failingCalls": self.misuse.tracked,
         }
 
     # -- event handlers -----------------------------------------------------------------------
@@ -162,8 +169,7 @@ class SessionAnalysis:
 
     def _on_tool_call(self, event: Mapping[str, Any]) -> list[DetourSignal]:
         data = ev.data_of(event)
-        name = data.get("name")
-        name = name if isinstance(name, str) else "?"
+        name = tool_name(data.get("name"))
         call_id = data.get("callId")
         if not isinstance(call_id, str) or call_id in self._pending:
             self._anonymous_calls += 1

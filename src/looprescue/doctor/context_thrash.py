@@ -14,6 +14,10 @@ COMPACTION = "compaction"
 INJECT = "inject"
 DELEGATION = "delegation"
 
+# One event per piece of work handed to another agent or to a hook (a hook's other events,
+# if any, would count it twice).
+DELEGATION_EVENTS = frozenset({"subagent/descriptor", "subagent/catalog", "hook/invoked"})
+
 _WHAT = {
     COMPACTION: ("compaction passes started", "compactionThreshold"),
     INJECT: ("injected (non-human) user messages", "injectThreshold"),

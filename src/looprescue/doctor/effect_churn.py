@@ -21,7 +21,7 @@ class EffectChurnRule:
     def on_call(self, call: CompletedCall) -> None:
         if call.failed and not call.interrupted:
             self._failures += 1
-            self._evidence.add(call.result_seq if call.result_seq is not None else call.call_seq)
+            self._evidence.add(call.result_seq)
 
     def on_retry(self, seq: int | None) -> None:
         self._retries += 1

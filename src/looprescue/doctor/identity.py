@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _DIGEST_BYTES = 16
+_NAME_CHARS = 64
 
 
 def _hex_id(match: re.Match[str]) -> str:
@@ -96,6 +97,19 @@ def canonical_arguments(arguments: Any) -> str:
         return repr(value)
 
 
+def tool_name(value: Any) -> str:
+    """A tool's name as signals show it: one line (control characters escaped) and at most
+    64 characters; a longer name keeps its head and a hash of the whole, so names stay apart."""
+    if not isinstance(value, str) or not value:
+        return "?"
+    name = value
+    if not name.isprintable():  # repr of one character is its escape: \n, \x1b, \u2028
+        name = "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+    if len(name) > _NAME_CHARS:
+        name = f"{name[: _NAME_CHARS - 17]}…{digest(value).hex()[:16]}"
+    return name
+
+
 def digest(text: str) -> bytes:
     """A short fixed-size stand-in for a possibly huge string (bounded memory per call)."""
     return hashlib.blake2b(
@@ -119,6 +133,7 @@ class CompletedCall:
     result_key: bytes | None = None
     failed: bool = False
     interrupted: bool = False
+    error_code: str | None = None  # the logged error code of a failed result, if any
 
     @property
     def identity(self) -> tuple[str, bytes, bytes | None]:

@@ -1,78 +1,171 @@
-"""tool-misuse: a tool keeps failing turn after turn, and no success ever followed.
+"""tool-misuse: the agent keeps failing at the same thing, turn after turn.
 
-Reported once per tool at the end of the log, attributed to the last turn it failed in;
-evidence = the failed reuse attempts (every failing call after the first, with its result).
-A success of the tool forgets its failures: the agent has learnt to use it.
+A failure stands until the agent succeeds at that same call (same tool, same canonical
+arguments); a success of the tool with other arguments leaves it standing, so reading other
+files does not excuse reading a missing one again and again. Two standing failures are the same
+thing when they share the call, or the tool and the cause of the error (the logged error code,
+else the masked result). Such a group of failures spread over two turns or more is misuse.
+
+Reported once per tool at the end of the log, attributed to the last turn it failed in.
+Evidence = the failed reuses: every failure of the group after its first, call and result.
+A success is never evidence; crash-repair results count neither way.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable
 
 from looprescue.config import DoctorConfig
-from looprescue.doctor.identity import CompletedCall
+from looprescue.doctor.identity import CompletedCall, digest
 from looprescue.doctor.signals import TOOL_MISUSE, DetourSignal, Evidence
 
+# An error code is kept for the explanation only; a log may hold an absurd one.
+_CODE_CHARS = 64
 
-class _Failures:
-    __slots__ = ("count", "evidence", "last_turn", "turns")
+_FailureKey = tuple[str, bytes, bytes]  # tool, canonical-arguments digest, cause digest
 
-    def __init__(self, cap: int) -> None:
-        self.count = 0
-        self.turns = 0
-        self.last_turn: int | None = None
-        self.evidence = Evidence(cap)
+
+def failure_cause(call: CompletedCall) -> bytes:
+    """What went wrong: the logged error code when there is one (``FS_NOT_FOUND`` whatever the
+    path), else the masked result (e.g. a command's output and exit code)."""
+    if call.error_code is not None:
+        return digest(f"error-code\x00{call.error_code}")
+    return call.result_key or b""
+
+
+class _Failure:
+    """One call failing for one cause, and every time it did so since it last succeeded."""
+
+    __slots__ = ("code", "count", "first_order", "first_seqs", "last_order", "later", "turns")
+
+    def __init__(self, call: CompletedCall, order: int, cap: int) -> None:
+        self.code = call.error_code[:_CODE_CHARS] if call.error_code is not None else None
+        self.count = 1
+        self.first_order = self.last_order = order
+        self.first_seqs = tuple(s for s in (call.call_seq, call.result_seq) if s is not None)
+        self.later = Evidence(cap)
+        # first and latest turn; turns only grow, so two values tell one turn from several
+        self.turns: tuple[int | None, int | None] = (call.turn, call.turn)
+
+    def again(self, call: CompletedCall, order: int) -> None:
+        self.count += 1
+        self.last_order = order
+        self.later.add(call.call_seq)
+        self.later.add(call.result_seq)
+        self.turns = (self.turns[0], call.turn)
+
+
+class _Group:
+    """Standing failures of one tool that are the same thing (shared call or shared cause)."""
+
+    def __init__(self, failures: list[_Failure], cap: int) -> None:
+        failures.sort(key=lambda f: f.first_order)
+        self.failures = failures
+        self.count = sum(f.count for f in failures)
+        self.turns = {turn for f in failures for turn in f.turns}
+        self.latest = max(failures, key=lambda f: f.last_order)
+        # every failure after the group's first is a reuse
+        reuses = [s for f in failures[1:] for s in f.first_seqs]
+        reuses += [s for f in failures for s in f.later.seqs]
+        self.reuses = sorted(reuses)[:cap]
+
+
+def _same_thing_groups(failures: Iterable[tuple[_FailureKey, _Failure]], cap: int) -> list[_Group]:
+    """Connected groups: failures linked by the same arguments or by the same cause."""
+    items = list(failures)
+    parent = list(range(len(items)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_with: dict[tuple[str, bytes], int] = {}
+    for i, ((_name, args, cause), _failure) in enumerate(items):
+        for link in (("args", args), ("cause", cause)):
+            j = first_with.setdefault(link, i)
+            parent[root(i)] = root(j)
+    members: dict[int, list[_Failure]] = defaultdict(list)
+    for i, (_key, failure) in enumerate(items):
+        members[root(i)].append(failure)
+    return [_Group(group, cap) for group in members.values()]
 
 
 class ToolMisuseRule:
     def __init__(self, config: DoctorConfig) -> None:
         self._min = config.toolErrorMin
         self._cap = config.maxEvidence
-        self._max_tools = config.maxTrackedTools
-        # least recently failing tool first, so eviction drops the stalest
-        self._tools: OrderedDict[str, _Failures] = OrderedDict()
+        self._max_failures = config.maxTrackedTools
+        self._order = 0
+        # least recently failing first, so eviction drops the stalest failure
+        self._failures: OrderedDict[_FailureKey, _Failure] = OrderedDict()
+        self._causes_of_call: dict[tuple[str, bytes], set[bytes]] = {}
 
     def on_call(self, call: CompletedCall) -> None:
         if call.interrupted or call.result_key is None:
             return  # the harness stopped, or no outcome was logged: neither failure nor success
+        the_call = (call.name, call.args_digest)
         if not call.failed:
-            self._tools.pop(call.name, None)
+            # the agent succeeded at this very call: its failures are answered
+            for cause in self._causes_of_call.pop(the_call, ()):
+                del self._failures[(*the_call, cause)]
             return
-        record = self._tools.get(call.name)
-        if record is None:
-            if len(self._tools) >= self._max_tools:
-                self._tools.popitem(last=False)
-            record = self._tools[call.name] = _Failures(self._cap)
-        else:
-            self._tools.move_to_end(call.name)
-        if record.count:
-            record.evidence.add(call.call_seq)
-            record.evidence.add(call.result_seq)
-        record.count += 1
-        if record.turns == 0 or call.turn != record.last_turn:
-            record.turns += 1
-        record.last_turn = call.turn
+        self._order += 1
+        cause = failure_cause(call)
+        key = (*the_call, cause)
+        failure = self._failures.get(key)
+        if failure is not None:
+            failure.again(call, self._order)
+            self._failures.move_to_end(key)
+            return
+        if len(self._failures) >= self._max_failures:
+            self._forget_stalest()
+        self._failures[key] = _Failure(call, self._order, self._cap)
+        self._causes_of_call.setdefault(the_call, set()).add(cause)
+
+    def _forget_stalest(self) -> None:
+        (name, args, cause), _ = self._failures.popitem(last=False)
+        causes = self._causes_of_call[(name, args)]
+        causes.discard(cause)
+        if not causes:
+            del self._causes_of_call[(name, args)]
 
     @property
     def tracked(self) -> int:
-        return len(self._tools)
+        return len(self._failures)
 
     def finish(self) -> list[DetourSignal]:
-        found = [
-            (record.last_turn if record.last_turn is not None else -1, name, record)
-            for name, record in self._tools.items()
-            if record.count >= self._min and record.turns >= 2
-        ]
-        found.sort(key=lambda item: (item[0], item[1]))
-        return [
-            DetourSignal(
-                kind=TOOL_MISUSE,
-                sub=name,
-                turn=record.last_turn,
-                metric=record.count,
-                explanation=f"{name} failed {record.count} times across {record.turns} turns "
-                f"and never succeeded afterwards (toolErrorMin {self._min})",
-                evidence=record.evidence.freeze(),
-            )
-            for _, name, record in found
-        ]
+        by_tool: dict[str, list[tuple[_FailureKey, _Failure]]] = defaultdict(list)
+        for key, failure in self._failures.items():
+            by_tool[key[0]].append((key, failure))
+        signals = []
+        for name, failures in by_tool.items():
+            misused = [
+                group
+                for group in _same_thing_groups(failures, self._cap)
+                if group.count >= self._min and len(group.turns) >= 2
+            ]
+            if misused:
+                signals.append(self._signal(name, misused))
+        signals.sort(key=lambda s: (s.turn if s.turn is not None else -1, s.sub))
+        return signals
+
+    def _signal(self, name: str, groups: list[_Group]) -> DetourSignal:
+        latest = max((group.latest for group in groups), key=lambda f: f.last_order)
+        count = sum(group.count for group in groups)
+        turns = sorted(t for group in groups for t in group.turns if t is not None)
+        span = f" from turn {turns[0]} to turn {turns[-1]}" if turns else " in several turns"
+        codes = sorted({f.code for group in groups for f in group.failures if f.code})
+        shown = ", ".join(codes[:3]) + (", …" if len(codes) > 3 else "")
+        cause = f" ({shown})" if codes else ""
+        return DetourSignal(
+            kind=TOOL_MISUSE,
+            sub=name,
+            turn=latest.turns[1],
+            metric=count,
+            explanation=f"{name} failed {count} times{span}{cause} and the failing call never "
+            f"succeeded afterwards (toolErrorMin {self._min})",
+            evidence=tuple(sorted(s for group in groups for s in group.reuses)[: self._cap]),
+        )
