@@ -27,25 +27,12 @@ def test_a_failed_tool_call_and_a_retried_model_request_in_one_turn_are_churn() 
     assert churn(log) == [(1, 2, (retry, result))]
 
 
-def test_either_alone_is_not_churn() -> None:
+def test_both_must_happen_in_the_same_turn_either_alone_is_not_churn() -> None:
     log = SessionBuilder()
     log.start_turn()
     log.next_step()
     log.retry()
-    log.tool("read", {"file_path": "a.txt"}, "1: a")
-    log.end_turn()
-    log.start_turn()
-    log.next_step()
-    log.tool("read", {"file_path": "x"}, "Error: not found", error_code="FS_NOT_FOUND")
-    log.end_turn()
-    assert churn(log) == []
-
-
-def test_both_must_happen_in_the_same_turn() -> None:
-    log = SessionBuilder()
-    log.start_turn()
-    log.next_step()
-    log.retry()
+    log.tool("read", {"file_path": "a.txt"}, "1: a")  # a success
     log.end_turn()
     log.start_turn()
     log.next_step()
