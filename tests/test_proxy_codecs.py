@@ -19,12 +19,14 @@ from looprescue.proxy.anthropic import (
     AnthropicCollector,
     AnthropicDecoder,
     AnthropicEncoder,
+    AnthropicWire,
     message_events,
 )
 from looprescue.proxy.openai import (
     OpenAICollector,
     OpenAIDecoder,
     OpenAIEncoder,
+    OpenAIWire,
     completion_events,
 )
 from looprescue.proxy.sse import SSEParser
@@ -52,7 +54,7 @@ def sse_events(payload: bytes) -> list:
 
 
 def through_engine(events: list, encode) -> bytes:
-    engine = RescueEngine(LoopRescueConfig(), "anthropic", {"messages": []})
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), {"messages": []})
     out = b""
     for event in events:
         for item in engine.feed(event):
@@ -159,7 +161,7 @@ def test_in_band_errors_are_rendered_per_protocol() -> None:
 def test_non_streaming_round_trips() -> None:
     message = anthropic_message(RESPONSE, "deepseek-flash", 1)
     collector = AnthropicCollector()
-    engine = RescueEngine(LoopRescueConfig(), "anthropic", {"messages": []})
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), {"messages": []})
     for event in message_events(message):
         for item in engine.feed(event):
             collector.add(item)
@@ -168,7 +170,7 @@ def test_non_streaming_round_trips() -> None:
     completion = openai_completion(RESPONSE, "deepseek-chat", 2)
     events, fields = completion_events(completion)
     collector_oai = OpenAICollector(fields)
-    engine = RescueEngine(LoopRescueConfig(), "openai", {"messages": []})
+    engine = RescueEngine(LoopRescueConfig(), OpenAIWire(), {"messages": []})
     for event in events:
         for item in engine.feed(event):
             collector_oai.add(item)

@@ -63,11 +63,7 @@ def reasoning_loop() -> dict[str, Any]:
 
 def assert_pool_idle(proxy: Any) -> None:
     """No upstream connection of the proxy is still busy (nothing leaked)."""
-    client = proxy.app.state.proxy._client
-    if client is None:
-        return
-    pool = client._transport._pool
-    assert all(conn.is_idle() or conn.is_closed() for conn in pool.connections)
+    assert proxy.app.state.proxy.transport.busy_connections() == 0
 
 
 # --------------------------------------------------------------------------- HTTP errors

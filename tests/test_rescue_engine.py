@@ -14,6 +14,7 @@ from tests.paths import CORPUS
 
 from looprescue.config import LoopRescueConfig, load_config
 from looprescue.detect import scan_text
+from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.rescue.conversation import ConversationState
 from looprescue.rescue.engine import RescueEngine, applies_to
 from looprescue.rescue.events import (
@@ -35,7 +36,8 @@ from looprescue.rescue.events import (
     ReasoningDelta,
     ResumeTimedOut,
     SignatureDelta,
-    StartResume,
+    SaveConversation,
+    SendRequest,
     TextDelta,
     ToolArgsDelta,
     UpstreamFailed,
@@ -125,13 +127,13 @@ class Script:
 @dataclass
 class Run:
     items: list[Any] = field(default_factory=list)
-    resumes: list[StartResume] = field(default_factory=list)
+    resumes: list[SendRequest] = field(default_factory=list)
     closes: int = 0
     audit: list[AuditRecord] = field(default_factory=list)
 
     def client(self) -> list[Any]:
         return [
-            i for i in self.items if not isinstance(i, CloseUpstream | StartResume | AuditRecord)
+            i for i in self.items if not isinstance(i, CloseUpstream | SendRequest | SaveConversation | AuditRecord)
         ]
 
     def content(self, kind: str, markers: bool = False) -> str:
@@ -161,7 +163,7 @@ def run(
             result.audit += [o for o in out if isinstance(o, AuditRecord)]
             if any(isinstance(o, CloseUpstream) for o in out):
                 result.closes += 1
-            resumes = [o for o in out if isinstance(o, StartResume)]
+            resumes = [o for o in out if isinstance(o, SendRequest)]
             if resumes:
                 result.resumes += resumes
                 stream = pending.pop(0) if pending else None
@@ -172,7 +174,7 @@ def run(
 
 
 def engine_for(config: LoopRescueConfig | None = None, **kwargs: Any) -> RescueEngine:
-    return RescueEngine(config or LoopRescueConfig(), "anthropic", REQUEST, **kwargs)
+    return RescueEngine(config or LoopRescueConfig(), AnthropicWire(), REQUEST, **kwargs)
 
 
 def check_well_formed(result: Run) -> None:
@@ -313,8 +315,13 @@ def test_resume_request_is_the_original_plus_kept_work_and_a_correction() -> Non
         "content": [{"type": "text", "text": rec["text"][: hit.prune_offset]}],
     }
     correction = messages[2]["content"][0]["text"]
-    unit = " ".join(rec["text"][hit.loop_start : hit.prune_offset].split())[:100]
-    assert unit in correction
+    # the loop is described in words; of its text only one short phrase (its start) is quoted
+    phrase = correction.split("«", 1)[1].split("»", 1)[0]
+    loop = " ".join(rec["text"][hit.loop_start :].split())
+    assert len(phrase) <= 40 and loop.startswith(phrase.rstrip("…").rstrip())
+    flat = " ".join(correction.split())
+    assert not any(loop[i : i + 41] in flat for i in range(len(loop) - 40))
+    assert f"rule {hit.rule}" in correction
     assert "without repeating" in correction
     assert "check the current state of the workspace" in correction
     assert "Plan: answer." in correction  # kept reasoning is quoted
@@ -370,7 +377,7 @@ def test_watch_text_lets_a_reasoning_loop_through() -> None:
 
 def test_chinese_conversation_gets_a_chinese_marker() -> None:
     rec = record("mrwei-bleed-27361")
-    engine = RescueEngine(LoopRescueConfig(), "anthropic", REQUEST, lang="zh")
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), REQUEST, lang="zh")
     result = run(engine, Script(reasoning=rec["text"]).events(), [Script(text="好").events()])
     (marker,) = result.markers()
     assert "已删除" in marker.text and "重复推理" in marker.text

@@ -10,22 +10,18 @@ import pytest
 from tests.paths import SESSIONS
 
 from looprescue.config import load_config
-from looprescue.rescue.continuation import (
-    KeptWork,
-    LoopSummary,
-    apply_retry_overrides,
-    apply_stall_nudge,
-    build_continuation,
-)
+from looprescue.proxy.anthropic import AnthropicWire
+from looprescue.proxy.openai import OpenAIWire
+from looprescue.rescue.continuation import KeptWork, LoopSummary, build_continuation
 from looprescue.rescue.conversation import (
     ConversationStore,
     conversation_key,
     conversation_language,
     text_language,
 )
-from looprescue.rescue.marker import marker, shorten
+from looprescue.rescue.marker import marker, shorten, stall_nudge
 
-LOOP = LoopSummary("reasoning", "Now. OK. Emit. Producing.", 12.0, 2900)
+LOOP = LoopSummary("reasoning", "pool", 12.0, 2900, "Now. OK. Emit. Producing.", 812)
 
 
 def recorded(scenario: str) -> list[dict[str, Any]]:
@@ -93,7 +89,7 @@ def test_language_follows_the_human_not_the_runtime_context() -> None:
 def test_anthropic_continuation_from_a_real_dsh_request() -> None:
     original = agent_requests("e_tool_error_two_turns")[-1]["body"]
     body = build_continuation(
-        "anthropic", original, KeptWork("I should read it again.", "The file"), LOOP, "en"
+        AnthropicWire(), original, KeptWork("I should read it again.", "The file"), LOOP, "en"
     )
     assert "dsh_session_log" not in body and "dsh_plugin_packages" not in body
     assert "dsh_session_log" in original  # the original is not modified
@@ -110,7 +106,7 @@ def test_anthropic_continuation_from_a_real_dsh_request() -> None:
 
 def test_anthropic_continuation_without_kept_text_extends_the_last_user_turn() -> None:
     original = agent_requests("a_reasoning_loop")[0]["body"]
-    body = build_continuation("anthropic", original, KeptWork("Plan.", ""), LOOP, "en")
+    body = build_continuation(AnthropicWire(), original, KeptWork("Plan.", ""), LOOP, "en")
     assert len(body["messages"]) == len(original["messages"])
     last_before, last_after = original["messages"][-1], body["messages"][-1]
     assert last_after["content"][:-1] == last_before["content"]
@@ -119,7 +115,7 @@ def test_anthropic_continuation_without_kept_text_extends_the_last_user_turn() -
 
 def test_openai_continuation_keeps_reasoning_content_convention() -> None:
     original = agent_requests("j_openai_compat_provider")[-1]["body"]
-    body = build_continuation("openai", original, KeptWork("Think.", "Partial"), LOOP, "zh")
+    body = build_continuation(OpenAIWire(original), original, KeptWork("Think.", "Partial"), LOOP, "zh")
     assistant, user = body["messages"][-2:]
     assert assistant == {"role": "assistant", "content": "Partial", "reasoning_content": "Think."}
     assert user["role"] == "user" and "不要再重复" in user["content"]
@@ -137,27 +133,27 @@ def test_retry_overrides_per_protocol() -> None:
         },
     )
     native = agent_requests("a_reasoning_loop")[0]["body"]
-    tweaked = apply_retry_overrides(native, "anthropic", config)
+    tweaked = AnthropicWire().with_retry_overrides(native, config)
     assert tweaked["temperature"] == 0.4 and tweaked["output_config"] == {"effort": "max"}
     assert "frequency_penalty" not in tweaked  # Anthropic Messages has no penalties
     title = recorded("a_reasoning_loop")[1]["body"]  # thinking disabled: effort not forced
-    assert "output_config" not in apply_retry_overrides(title, "anthropic", config)
+    assert "output_config" not in AnthropicWire().with_retry_overrides(title, config)
     compat = agent_requests("j_openai_compat_provider")[0]["body"]
-    tweaked = apply_retry_overrides(compat, "openai", config)
+    tweaked = OpenAIWire().with_retry_overrides(compat, config)
     assert tweaked["reasoning_effort"] == "max" and tweaked["frequency_penalty"] == 0.5
     assert tweaked["presence_penalty"] == 0.25
-    untouched = apply_retry_overrides(compat, "openai", load_config(None))
+    untouched = OpenAIWire().with_retry_overrides(compat, load_config(None))
     assert untouched == compat
 
 
 def test_stall_nudge_goes_after_tool_results() -> None:
     native = agent_requests("d_tool_loop")[3]["body"]
-    nudged = apply_stall_nudge(native, "anthropic", "en")
+    nudged = AnthropicWire().with_user_text(native, stall_nudge("en"))
     last = nudged["messages"][-1]
     assert last["role"] == "user" and last["content"][-1]["text"].startswith("[looprescue]")
     assert last["content"][:-1] == native["messages"][-1]["content"]
     compat = agent_requests("j_openai_compat_provider")[0]["body"]
-    nudged = apply_stall_nudge(compat, "openai", "zh")
+    nudged = OpenAIWire().with_user_text(compat, stall_nudge("zh"))
     assert nudged["messages"][:-1] == compat["messages"]
     assert set(nudged["messages"][-1]) == {"role", "content"}
     assert nudged["messages"][-1]["role"] == "user"

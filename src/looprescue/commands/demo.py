@@ -16,6 +16,7 @@ from looprescue.config import LoopRescueConfig
 from looprescue.corpus import random_deltas
 from looprescue.detect import StreamDetector
 from looprescue.detect.text import excerpt
+from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import (
     BlockStarted,
@@ -27,7 +28,7 @@ from looprescue.rescue.events import (
     MessageEnded,
     MessageStarted,
     ReasoningDelta,
-    StartResume,
+    SendRequest,
     TextDelta,
     Usage,
     UsageReported,
@@ -141,10 +142,10 @@ def _rescue_one(console: Console, example: dict, rng: random.Random, pause: floa
         "stream": True,
         "messages": [{"role": "user", "content": "Make the config loader reject unknown keys."}],
     }
-    engine = RescueEngine(LoopRescueConfig(), "anthropic", request)
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), request)
     follow_up = example["continuation"]
     streams = [_response_events(example["text"], "", rng, "msg_demo_1")]
-    resumes: list[StartResume] = []
+    resumes: list[SendRequest] = []
     out = sys.stdout
     last_kind = None
     while streams:
@@ -156,7 +157,7 @@ def _rescue_one(console: Console, example: dict, rng: random.Random, pause: floa
                         last_kind = item.kind
                     out.write(item.text if isinstance(item, EmitDelta) else f"\n{item.text}\n")
                     out.flush()
-                elif isinstance(item, StartResume):
+                elif isinstance(item, SendRequest):
                     resumes.append(item)
                     reply = _response_events(
                         follow_up["reasoning"], follow_up["text"], rng, "msg_demo_2"

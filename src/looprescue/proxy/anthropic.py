@@ -1,8 +1,10 @@
-"""Anthropic Messages wire format <-> rescue engine events (FORMAT.md §10.5).
+"""Anthropic Messages on the wire (FORMAT.md §10.5): :class:`AnthropicWire`.
 
-Three pieces, all pure: :class:`AnthropicDecoder` turns upstream SSE events into engine events,
+All pure: :class:`AnthropicDecoder` turns upstream SSE events into engine events (anything
+that does not have the protocol's shape becomes ``UpstreamFailed("malformed")``),
 :class:`AnthropicEncoder` turns engine client items into SSE frames, and for non-streaming
-requests :func:`message_events` / :class:`AnthropicCollector` do the same for a whole message.
+requests :meth:`AnthropicWire.whole_events` / :class:`AnthropicCollector` do the same for a
+whole message.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..config import LoopRescueConfig
+from ..rescue.continuation import KeptWork
 from ..rescue.events import (
     BlockStarted,
     BlockStopped,
@@ -24,7 +28,6 @@ from ..rescue.events import (
     EmitMessageStart,
     EmitPing,
     EmitSignature,
-    FinishReported,
     MessageEnded,
     MessageStarted,
     Ping,
@@ -40,6 +43,18 @@ from ..rescue.events import (
 )
 from . import jsonfast
 from .sse import SSEEvent
+from .wire import (
+    Malformed,
+    Wire,
+    check_messages,
+    count,
+    finish_from,
+    finish_word,
+    index_of,
+    items,
+    obj,
+    string,
+)
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
@@ -52,23 +67,17 @@ _STOP_WORDS: dict[str, str] = {
     "tool_calls": "tool_use",
     "max_tokens": "max_tokens",
 }
-_FAILURE_TYPES = {
-    "transport": "api_error",
-    "stall": "api_error",
-    "malformed": "api_error",
-    "in_band": "api_error",
-    "http": "api_error",
-}
+ERROR_TYPE = "api_error"
 
 
 def usage_from(data: Any) -> Usage:
     if not isinstance(data, Mapping):
         return Usage()
     return Usage(
-        input_tokens=_int(data.get("input_tokens")),
-        output_tokens=_int(data.get("output_tokens")),
-        cache_read_tokens=_int(data.get("cache_read_input_tokens")),
-        cache_write_tokens=_int(data.get("cache_creation_input_tokens")),
+        input_tokens=count(data.get("input_tokens")),
+        output_tokens=count(data.get("output_tokens")),
+        cache_read_tokens=count(data.get("cache_read_input_tokens")),
+        cache_write_tokens=count(data.get("cache_creation_input_tokens")),
     )
 
 
@@ -84,13 +93,85 @@ def usage_to(usage: Usage) -> dict[str, int]:
     return out
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def error_body(item: EmitError) -> dict[str, Any]:
+    error = {"type": item.error_type or ERROR_TYPE, "message": item.message}
+    return {"type": "error", "error": error}
 
 
-def stop_reason_of(raw: Any) -> FinishReported:
-    word = raw if isinstance(raw, str) else None
-    return FinishReported(_STOP_REASONS.get(word or "", "other"), word)
+def envelope(item: EmitMessageStart) -> dict[str, Any]:
+    """The message object around the content, as message_start and a whole response carry it."""
+    return {
+        "id": item.message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": item.model,
+        **{k: v for k, v in item.meta.items() if k not in ("id", "model")},
+    }
+
+
+class AnthropicWire(Wire):
+    name = "anthropic"
+
+    def decoder(self) -> AnthropicDecoder:
+        return AnthropicDecoder()
+
+    def encoder(self) -> AnthropicEncoder:
+        return AnthropicEncoder()
+
+    def collector(self) -> AnthropicCollector:
+        return AnthropicCollector()
+
+    def whole_events(self, message: Any) -> list[UpstreamEvent]:
+        return message_events(message)
+
+    def error_body(self, error: EmitError) -> dict[str, Any]:
+        return error_body(error)
+
+    def request_problem(self, body: Mapping[str, Any]) -> str | None:
+        problem = check_messages(body, (str, list))
+        if problem is None and not isinstance(body.get("system"), str | list | None):
+            problem = "system: must be a string or a list of blocks"
+        return problem
+
+    def with_user_text(self, body: Mapping[str, Any], text: str) -> dict[str, Any]:
+        """Add ``text`` as a user text block: to the last message when it is a user turn (the
+        API expects alternating roles; DSH itself appends reminders after tool results this
+        way), else as a new user message."""
+        messages = list(body.get("messages") or [])
+        last = messages[-1] if messages else None
+        if isinstance(last, Mapping) and last.get("role") == "user":
+            content = last.get("content")
+            if isinstance(content, str):
+                blocks: list[Any] = [{"type": "text", "text": content}]
+            else:
+                blocks = list(content or [])
+            blocks.append({"type": "text", "text": text})
+            messages[-1] = {**last, "content": blocks}
+        else:
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        return {**body, "messages": messages}
+
+    def with_assistant_text(self, body: Mapping[str, Any], kept: KeptWork) -> dict[str, Any]:
+        message = {"role": "assistant", "content": [{"type": "text", "text": kept.text}]}
+        return {**body, "messages": [*(body.get("messages") or ()), message]}
+
+    def with_retry_overrides(
+        self, body: Mapping[str, Any], config: LoopRescueConfig
+    ) -> dict[str, Any]:
+        out = dict(body)
+        if config.retryTemperature is not None:
+            out["temperature"] = config.retryTemperature
+        thinking = out.get("thinking")
+        thinking_off = isinstance(thinking, Mapping) and thinking.get("type") == "disabled"
+        if config.retryReasoningEffort is not None and not thinking_off:
+            output_config = dict(out.get("output_config") or {})
+            output_config["effort"] = config.retryReasoningEffort
+            out["output_config"] = output_config
+        # Anthropic Messages has no frequency/presence penalties
+        return out
+
+
+# --------------------------------------------------------------------------- decoding
 
 
 class AnthropicDecoder:
@@ -112,46 +193,48 @@ class AnthropicDecoder:
             ]
         try:
             return self._decode(kind, data)
-        except (KeyError, TypeError, ValueError) as err:
-            return [UpstreamFailed("malformed", f"{sse.describe()}: bad {kind} payload: {err!r}")]
+        except (Malformed, KeyError, TypeError, ValueError) as err:
+            return [UpstreamFailed("malformed", f"{sse.describe()}: bad {kind} payload: {err}")]
 
     def _decode(self, kind: str, data: dict[str, Any]) -> list[UpstreamEvent]:
+        if kind == "content_block_delta":
+            return _block_delta(index_of(data), obj(data, "delta"))
         if kind == "message_start":
-            message = data["message"]
+            message = obj(data, "message")
             meta = {k: v for k, v in message.items() if k not in ("content", "usage")}
             return [
                 MessageStarted(
-                    str(message.get("id", "")),
-                    str(message.get("model", "")),
+                    string(message, "id", required=False),
+                    string(message, "model", required=False),
                     usage_from(message.get("usage")),
                     meta,
                 )
             ]
         if kind == "content_block_start":
-            return _block_start(int(data["index"]), data["content_block"])
-        if kind == "content_block_delta":
-            return _block_delta(int(data["index"]), data["delta"])
+            return _block_start(index_of(data), obj(data, "content_block"))
         if kind == "content_block_stop":
-            return [BlockStopped(int(data["index"]))]
+            return [BlockStopped(index_of(data))]
         if kind == "message_delta":
             out: list[UpstreamEvent] = []
-            delta = data.get("delta") or {}
+            delta = obj(data, "delta", required=False)
             if delta.get("stop_reason") is not None:
-                out.append(stop_reason_of(delta["stop_reason"]))
-            if isinstance(data.get("usage"), Mapping):
-                out.append(UsageReported(usage_from(data["usage"])))
+                out.append(finish_from(_STOP_REASONS, delta["stop_reason"]))
+            if data.get("usage") is not None:
+                out.append(UsageReported(usage_from(obj(data, "usage"))))
             return out
         if kind == "message_stop":
             return [MessageEnded()]
         if kind == "ping":
             return [Ping()]
         if kind == "error":
-            error = data.get("error") or {}
+            error = obj(data, "error", required=False)
+            message = error.get("message")
+            kind_of = error.get("type")
             return [
                 UpstreamFailed(
                     "in_band",
-                    str(error.get("message", "upstream error")),
-                    error_type=error.get("type") if isinstance(error.get("type"), str) else None,
+                    message if isinstance(message, str) else "upstream error",
+                    error_type=kind_of if isinstance(kind_of, str) else None,
                 )
             ]
         return []  # unknown event types are ignored, as DSH does
@@ -161,35 +244,35 @@ def _block_start(index: int, block: Mapping[str, Any]) -> list[UpstreamEvent]:
     block_type = block.get("type")
     if block_type == "thinking":
         out: list[UpstreamEvent] = [BlockStarted(index, "reasoning")]
-        if block.get("thinking"):
-            out.append(ReasoningDelta(index, block["thinking"]))
-        if block.get("signature"):
-            out.append(SignatureDelta(index, block["signature"]))
+        if thinking := string(block, "thinking", required=False):
+            out.append(ReasoningDelta(index, thinking))
+        if signature := string(block, "signature", required=False):
+            out.append(SignatureDelta(index, signature))
         return out
     if block_type == "text":
         out = [BlockStarted(index, "text")]
-        if block.get("text"):
-            out.append(TextDelta(index, block["text"]))
+        if text := string(block, "text", required=False):
+            out.append(TextDelta(index, text))
         return out
     if block_type == "tool_use":
-        out = [BlockStarted(index, "tool_call", str(block["id"]), str(block["name"]))]
+        out = [BlockStarted(index, "tool_call", string(block, "id"), string(block, "name"))]
         initial = block.get("input")
         if initial:
             out.append(ToolArgsDelta(index, json.dumps(initial, ensure_ascii=False)))
         return out
-    raise ValueError(f"unsupported content block type {block_type!r}")
+    raise Malformed(f"unsupported content block type {block_type!r}")
 
 
 def _block_delta(index: int, delta: Mapping[str, Any]) -> list[UpstreamEvent]:
     delta_type = delta.get("type")
     if delta_type == "thinking_delta":
-        return [ReasoningDelta(index, str(delta["thinking"]))]
+        return [ReasoningDelta(index, string(delta, "thinking"))]
     if delta_type == "text_delta":
-        return [TextDelta(index, str(delta["text"]))]
+        return [TextDelta(index, string(delta, "text"))]
     if delta_type == "input_json_delta":
-        return [ToolArgsDelta(index, str(delta["partial_json"]))]
+        return [ToolArgsDelta(index, string(delta, "partial_json"))]
     if delta_type == "signature_delta":
-        return [SignatureDelta(index, str(delta["signature"]))]
+        return [SignatureDelta(index, string(delta, "signature"))]
     return []
 
 
@@ -216,15 +299,7 @@ class AnthropicEncoder:
                 {"type": "content_block_delta", "index": item.index, "delta": _delta(item)}
             )
         if isinstance(item, EmitMessageStart):
-            message = {
-                "id": item.message_id,
-                "type": "message",
-                "role": "assistant",
-                "model": item.model,
-                **{k: v for k, v in item.meta.items() if k not in ("id", "model")},
-                "content": [],
-                "usage": usage_to(item.usage),
-            }
+            message = {**envelope(item), "content": [], "usage": usage_to(item.usage)}
             message.setdefault("stop_reason", None)
             message.setdefault("stop_sequence", None)
             return _frame({"type": "message_start", "message": message})
@@ -240,10 +315,14 @@ class AnthropicEncoder:
         if isinstance(item, EmitPing):
             return _frame({"type": "ping"})
         if isinstance(item, EmitFinish):
-            word = item.raw_reason or _STOP_WORDS.get(item.reason, "end_turn")
             delta = {
                 "type": "message_delta",
-                "delta": {"stop_reason": word, "stop_sequence": None},
+                "delta": {
+                    "stop_reason": finish_word(
+                        _STOP_WORDS, item.reason, item.raw_reason, "end_turn"
+                    ),
+                    "stop_sequence": None,
+                },
                 "usage": usage_to(item.usage),
             }
             return _frame(delta) + _frame({"type": "message_stop"})
@@ -258,11 +337,6 @@ _DELTA_KIND = {
     "text": b',"delta":{"type":"text_delta","text":',
     "tool_call": b',"delta":{"type":"input_json_delta","partial_json":',
 }
-
-
-def error_body(item: EmitError) -> dict[str, Any]:
-    error_type = item.error_type or _FAILURE_TYPES.get(item.kind, "api_error")
-    return {"type": "error", "error": {"type": error_type, "message": item.message}}
 
 
 def _frame(data: Mapping[str, Any]) -> bytes:
@@ -289,34 +363,29 @@ def _start(item: EmitBlockStart) -> dict[str, Any]:
 # --------------------------------------------------------------------------- non-streaming
 
 
-def message_events(message: Mapping[str, Any]) -> list[UpstreamEvent]:
+def message_events(message: Any) -> list[UpstreamEvent]:
     """A complete Messages response as the event sequence its stream would have produced."""
+    if not isinstance(message, Mapping):
+        raise Malformed("response body is not an object")
     meta = {k: v for k, v in message.items() if k not in ("content", "usage", "stop_reason")}
     events: list[UpstreamEvent] = [
-        MessageStarted(str(message.get("id", "")), str(message.get("model", "")), Usage(), meta)
+        MessageStarted(
+            string(message, "id", required=False),
+            string(message, "model", required=False),
+            Usage(),
+            meta,
+        )
     ]
-    for index, block in enumerate(message.get("content") or ()):
-        block_type = block.get("type")
-        if block_type == "thinking":
-            events.append(BlockStarted(index, "reasoning"))
-            if block.get("thinking"):
-                events.append(ReasoningDelta(index, block["thinking"]))
-            if block.get("signature"):
-                events.append(SignatureDelta(index, block["signature"]))
-        elif block_type == "text":
-            events.append(BlockStarted(index, "text"))
-            if block.get("text"):
-                events.append(TextDelta(index, block["text"]))
-        elif block_type == "tool_use":
-            events.append(BlockStarted(index, "tool_call", str(block["id"]), str(block["name"])))
-            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
-            events.append(ToolArgsDelta(index, arguments))
-        else:
-            raise ValueError(f"content[{index}]: unsupported content block type {block_type!r}")
+    for index, block in enumerate(items(message, "content")):
+        if not isinstance(block, Mapping):
+            raise Malformed(f"content[{index}] is not an object")
+        events += _block_start(index, block)
+        if block.get("type") == "tool_use" and not block.get("input"):
+            events.append(ToolArgsDelta(index, "{}"))
         events.append(BlockStopped(index))
     events.append(UsageReported(usage_from(message.get("usage"))))
     if message.get("stop_reason") is not None:
-        events.append(stop_reason_of(message["stop_reason"]))
+        events.append(finish_from(_STOP_REASONS, message["stop_reason"]))
     events.append(MessageEnded())
     return events
 
@@ -332,13 +401,7 @@ class AnthropicCollector:
 
     def add(self, item: ClientItem) -> None:
         if isinstance(item, EmitMessageStart):
-            self.message = {
-                "id": item.message_id,
-                "type": "message",
-                "role": "assistant",
-                "model": item.model,
-                **{k: v for k, v in item.meta.items() if k not in ("id", "model")},
-            }
+            self.message = envelope(item)
         elif isinstance(item, EmitBlockStart):
             block = _start(item)
             self._blocks[item.index] = block
@@ -355,8 +418,8 @@ class AnthropicCollector:
         elif isinstance(item, EmitSignature):
             self._blocks[item.index]["signature"] = item.signature
         elif isinstance(item, EmitFinish):
-            self.message["stop_reason"] = item.raw_reason or _STOP_WORDS.get(
-                item.reason, "end_turn"
+            self.message["stop_reason"] = finish_word(
+                _STOP_WORDS, item.reason, item.raw_reason, "end_turn"
             )
             self.message.setdefault("stop_sequence", None)
             self.message["usage"] = usage_to(item.usage)
@@ -364,11 +427,15 @@ class AnthropicCollector:
             self.error = item
 
     def result(self) -> dict[str, Any]:
+        """The response body; raises :class:`Malformed` when a tool call's input is not JSON."""
         content = []
         for index in sorted(self._blocks):
             block = self._blocks[index]
             if block["type"] == "tool_use":
                 raw = "".join(self._args[index])
-                block["input"] = json.loads(raw) if raw.strip() else {}
+                try:
+                    block["input"] = json.loads(raw) if raw.strip() else {}
+                except ValueError as err:
+                    raise Malformed(f"tool call input is not JSON: {err}") from None
             content.append(block)
         return {**self.message, "content": content}

@@ -13,7 +13,8 @@ def loads(data: str | bytes) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data)  # raises ValueError with the standard message when invalid
+        # raises ValueError with the standard message when invalid; NaN/Infinity stay invalid
+        return json.loads(data, parse_constant=_no_constant)
 
 
 def dumps(value: Any) -> bytes:
@@ -24,3 +25,7 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
             "utf-8", "surrogatepass"
         )
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")

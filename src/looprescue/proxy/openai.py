@@ -1,9 +1,10 @@
-"""OpenAI Chat Completions wire format <-> rescue engine events (FORMAT.md §11.3).
+"""OpenAI Chat Completions on the wire (FORMAT.md §11.3): :class:`OpenAIWire`.
 
 Chat Completions streams have no block boundaries: the decoder synthesises them (a block per
 run of ``reasoning_content`` / ``content`` deltas, one per tool call) so the engine sees the
 same shape as with Anthropic, and the encoder drops them again. Only ``n == 1`` responses are
-handled (the app passes other requests through untouched).
+rescued (other requests are relayed untouched). Providers name the reasoning field
+differently; the wire remembers the first one the upstream used and mirrors it back.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..config import LoopRescueConfig
+from ..rescue.continuation import KeptWork
 from ..rescue.events import (
     BlockStarted,
     BlockStopped,
@@ -24,7 +27,6 @@ from ..rescue.events import (
     EmitMessageStart,
     EmitPing,
     EmitSignature,
-    FinishReported,
     MessageEnded,
     MessageStarted,
     ReasoningDelta,
@@ -38,6 +40,18 @@ from ..rescue.events import (
 )
 from . import jsonfast
 from .sse import SSEEvent, format_event
+from .wire import (
+    Malformed,
+    Wire,
+    check_messages,
+    count,
+    finish_from,
+    finish_word,
+    index_of,
+    items,
+    obj,
+    string,
+)
 
 _FINISH_REASONS: dict[str, StopReason] = {
     "stop": "stop",
@@ -46,27 +60,20 @@ _FINISH_REASONS: dict[str, StopReason] = {
     "length": "max_tokens",
 }
 _FINISH_WORDS = {"stop": "stop", "tool_calls": "tool_calls", "max_tokens": "length"}
-_FAILURE_TYPES = {
-    "transport": "server_error",
-    "stall": "server_error",
-    "malformed": "server_error",
-    "in_band": "server_error",
-    "http": "server_error",
-}
-# Providers name the reasoning field differently; the first one seen is mirrored back.
+ERROR_TYPE = "server_error"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 def usage_from(data: Any) -> Usage:
     if not isinstance(data, Mapping):
         return Usage()
-    prompt = _int(data.get("prompt_tokens"))
+    prompt = count(data.get("prompt_tokens"))
     details = data.get("prompt_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None
-    uncached = None if prompt is None else prompt - (cached or 0)
+    cached = count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    uncached = None if prompt is None else max(0, prompt - (cached or 0))
     return Usage(
         input_tokens=uncached,
-        output_tokens=_int(data.get("completion_tokens")),
+        output_tokens=count(data.get("completion_tokens")),
         cache_read_tokens=cached,
     )
 
@@ -84,13 +91,97 @@ def usage_to(usage: Usage) -> dict[str, Any]:
     return out
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def error_body(item: EmitError) -> dict[str, Any]:
+    error = {"message": item.message, "type": item.error_type or ERROR_TYPE}
+    return {"error": {**error, "param": None, "code": None}}
 
 
-def finish_of(raw: Any) -> FinishReported:
-    word = raw if isinstance(raw, str) else None
-    return FinishReported(_FINISH_REASONS.get(word or "", "other"), word)
+def envelope(item: EmitMessageStart, kind: str) -> dict[str, Any]:
+    """The fields every chunk (``chat.completion.chunk``) or the whole completion carries."""
+    out = {
+        "id": item.message_id,
+        "object": kind,
+        "created": item.meta.get("created", 0),
+        "model": item.model,
+    }
+    if "system_fingerprint" in item.meta:
+        out["system_fingerprint"] = item.meta["system_fingerprint"]
+    return out
+
+
+class OpenAIWire(Wire):
+    name = "openai"
+
+    def __init__(self, body: Mapping[str, Any] | None = None) -> None:
+        options = body.get("stream_options") if body is not None else None
+        self.include_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+        # the reasoning field name the upstream used (at most one entry)
+        self.reasoning_field: list[str] = []
+
+    @property
+    def reasoning_key(self) -> str:
+        return self.reasoning_field[0] if self.reasoning_field else "reasoning_content"
+
+    def decoder(self) -> OpenAIDecoder:
+        return OpenAIDecoder(self.reasoning_field)
+
+    def encoder(self) -> OpenAIEncoder:
+        return OpenAIEncoder(self.include_usage, self.reasoning_field)
+
+    def collector(self) -> OpenAICollector:
+        return OpenAICollector(self.reasoning_field)
+
+    def whole_events(self, message: Any) -> list[UpstreamEvent]:
+        events, fields = completion_events(message)
+        if fields and not self.reasoning_field:
+            self.reasoning_field.extend(fields)
+        return events
+
+    def error_body(self, error: EmitError) -> dict[str, Any]:
+        return error_body(error)
+
+    def request_problem(self, body: Mapping[str, Any]) -> str | None:
+        problem = check_messages(body, (str, list))
+        if problem is None and not isinstance(body.get("stream_options"), Mapping | None):
+            problem = "stream_options: must be an object"
+        return problem
+
+    def rescues(self, body: Mapping[str, Any]) -> bool:
+        return body.get("n") in (None, 1)
+
+    def with_user_text(self, body: Mapping[str, Any], text: str) -> dict[str, Any]:
+        return {
+            **body,
+            "messages": [*(body.get("messages") or ()), {"role": "user", "content": text}],
+        }
+
+    def with_assistant_text(self, body: Mapping[str, Any], kept: KeptWork) -> dict[str, Any]:
+        messages = list(body.get("messages") or ())
+        assistant: dict[str, Any] = {"role": "assistant", "content": kept.text}
+        if any(
+            isinstance(m, Mapping) and m.get("role") == "assistant" and "reasoning_content" in m
+            for m in messages
+        ):
+            # DeepSeek's thinking mode wants reasoning_content on every assistant message.
+            assistant["reasoning_content"] = kept.reasoning
+        return {**body, "messages": [*messages, assistant]}
+
+    def with_retry_overrides(
+        self, body: Mapping[str, Any], config: LoopRescueConfig
+    ) -> dict[str, Any]:
+        out = dict(body)
+        if config.retryTemperature is not None:
+            out["temperature"] = config.retryTemperature
+        if config.retryReasoningEffort is not None:
+            out["reasoning_effort"] = config.retryReasoningEffort
+        if config.retryFrequencyPenalty is not None:
+            out["frequency_penalty"] = config.retryFrequencyPenalty
+        if config.retryPresencePenalty is not None:
+            out["presence_penalty"] = config.retryPresencePenalty
+        return out
+
+
+# --------------------------------------------------------------------------- decoding
 
 
 class _BlockTracker:
@@ -126,7 +217,9 @@ class _BlockTracker:
         return out
 
 
-def _delta_events(delta: Mapping[str, Any], blocks: _BlockTracker, fields: list[str]) -> list:
+def _delta_events(
+    delta: Mapping[str, Any], blocks: _BlockTracker, fields: list[str]
+) -> list[UpstreamEvent]:
     out: list[UpstreamEvent] = []
     for field in _REASONING_FIELDS:
         piece = delta.get(field)
@@ -140,17 +233,26 @@ def _delta_events(delta: Mapping[str, Any], blocks: _BlockTracker, fields: list[
     if isinstance(piece, str) and piece:
         out += blocks.channel_block("text")
         out.append(TextDelta(blocks.current[1], piece))  # type: ignore[index]
-    for call in delta.get("tool_calls") or ():
-        position = int(call.get("index", 0))
-        function = call.get("function") or {}
+    for call in items(delta, "tool_calls"):
+        if not isinstance(call, Mapping):
+            raise Malformed("tool_calls[] entry is not an object")
+        position = index_of(call) if "index" in call else 0
+        function = obj(call, "function", required=False)
         if position not in blocks.tools:
             out += blocks.close_run()
             index = blocks.next_index
             blocks.next_index += 1
             blocks.tools[position] = index
             blocks.open_tools.append(index)
+            tool_id = call.get("id")
+            name = function.get("name")
             out.append(
-                BlockStarted(index, "tool_call", str(call.get("id") or ""), function.get("name"))
+                BlockStarted(
+                    index,
+                    "tool_call",
+                    tool_id if isinstance(tool_id, str) else "",
+                    name if isinstance(name, str) else None,
+                )
             )
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
@@ -161,10 +263,10 @@ def _delta_events(delta: Mapping[str, Any], blocks: _BlockTracker, fields: list[
 class OpenAIDecoder:
     """Upstream ``data:`` lines -> engine events. Errors become :class:`UpstreamFailed`."""
 
-    def __init__(self) -> None:
+    def __init__(self, reasoning_field: list[str] | None = None) -> None:
         self._blocks = _BlockTracker()
         self._started = False
-        self.reasoning_field: list[str] = []
+        self.reasoning_field = reasoning_field if reasoning_field is not None else []
 
     def decode(self, sse: SSEEvent) -> list[UpstreamEvent]:
         if sse.data.strip() == "[DONE]":
@@ -177,36 +279,55 @@ class OpenAIDecoder:
             return [UpstreamFailed("malformed", f"{sse.describe()}: chunk is not an object")]
         if data.get("error") is not None:
             error = data["error"] if isinstance(data["error"], Mapping) else {}
-            message = error.get("message") or str(data["error"])
-            error_type = error.get("type") if isinstance(error.get("type"), str) else None
-            return [UpstreamFailed("in_band", str(message), error_type=error_type)]
+            message = error.get("message")
+            if not isinstance(message, str):
+                message = str(data["error"])[:200]
+            kind = error.get("type")
+            return [
+                UpstreamFailed(
+                    "in_band", message, error_type=kind if isinstance(kind, str) else None
+                )
+            ]
         try:
             return self._chunk(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            return [UpstreamFailed("malformed", f"{sse.describe()}: bad chunk: {err!r}")]
+        except (Malformed, KeyError, TypeError, ValueError) as err:
+            return [UpstreamFailed("malformed", f"{sse.describe()}: bad chunk: {err}")]
 
     def _chunk(self, data: dict[str, Any]) -> list[UpstreamEvent]:
         out: list[UpstreamEvent] = []
+        choices = items(data, "choices")
         if not self._started:
             self._started = True
             meta = {k: data[k] for k in ("created", "system_fingerprint") if k in data}
-            first = (data.get("choices") or [{}])[0].get("delta") or {}
+            first = choices[0] if choices and isinstance(choices[0], Mapping) else {}
+            first_delta = obj(first, "delta", required=False)
             meta["role_delta"] = {
-                k: first[k]
+                k: first_delta[k]
                 for k in ("role", "content", *_REASONING_FIELDS)
-                if k in first and not first[k]
+                if k in first_delta and not first_delta[k]
             } or {"role": "assistant"}
             meta["role_delta"].setdefault("role", "assistant")
             out.append(
-                MessageStarted(str(data.get("id", "")), str(data.get("model", "")), Usage(), meta)
+                MessageStarted(
+                    string(data, "id", required=False) if isinstance(data.get("id"), str) else "",
+                    string(data, "model", required=False)
+                    if isinstance(data.get("model"), str)
+                    else "",
+                    Usage(),
+                    meta,
+                )
             )
-        for choice in data.get("choices") or ():
-            if choice.get("index", 0) != 0:
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                raise Malformed("choices[] entry is not an object")
+            if (index_of(choice) if "index" in choice else 0) != 0:
                 continue
-            out += _delta_events(choice.get("delta") or {}, self._blocks, self.reasoning_field)
+            out += _delta_events(
+                obj(choice, "delta", required=False), self._blocks, self.reasoning_field
+            )
             if choice.get("finish_reason") is not None:
                 out += self._blocks.close_all()
-                out.append(finish_of(choice["finish_reason"]))
+                out.append(finish_from(_FINISH_REASONS, choice["finish_reason"]))
         if isinstance(data.get("usage"), Mapping):
             out.append(UsageReported(usage_from(data["usage"])))
         return out
@@ -238,16 +359,8 @@ class OpenAIEncoder:
         if isinstance(item, EmitDelta | EmitMarker):
             return _line(self._chunk(self._delta(item)))
         if isinstance(item, EmitMessageStart):
-            meta = dict(item.meta)
-            role_delta = meta.pop("role_delta", {"role": "assistant"})
-            self._envelope = {
-                "id": item.message_id,
-                "object": "chat.completion.chunk",
-                "created": meta.get("created", 0),
-                "model": item.model,
-            }
-            if "system_fingerprint" in meta:
-                self._envelope["system_fingerprint"] = meta["system_fingerprint"]
+            role_delta = item.meta.get("role_delta", {"role": "assistant"})
+            self._envelope = envelope(item, "chat.completion.chunk")
             return _line(self._chunk(role_delta))
         if isinstance(item, EmitBlockStart):
             if item.kind != "tool_call":
@@ -266,7 +379,7 @@ class OpenAIEncoder:
         if isinstance(item, EmitPing):
             return b": ping\n\n"
         if isinstance(item, EmitFinish):
-            word = item.raw_reason or _FINISH_WORDS.get(item.reason, "stop")
+            word = finish_word(_FINISH_WORDS, item.reason, item.raw_reason, "stop")
             out = _line(self._chunk({}, word))
             if self.include_usage and item.usage != Usage():
                 # only what the upstream reported: no invented zero counts
@@ -285,11 +398,6 @@ class OpenAIEncoder:
         return {"tool_calls": [{"index": position, "function": {"arguments": item.text}}]}
 
 
-def error_body(item: EmitError) -> dict[str, Any]:
-    error_type = item.error_type or _FAILURE_TYPES.get(item.kind, "server_error")
-    return {"error": {"message": item.message, "type": error_type, "param": None, "code": None}}
-
-
 def _line(data: Mapping[str, Any]) -> bytes:
     return b"data: " + jsonfast.dumps(data) + b"\n\n"
 
@@ -297,23 +405,29 @@ def _line(data: Mapping[str, Any]) -> bytes:
 # --------------------------------------------------------------------------- non-streaming
 
 
-def completion_events(body: Mapping[str, Any]) -> tuple[list[UpstreamEvent], list[str]]:
+def completion_events(body: Any) -> tuple[list[UpstreamEvent], list[str]]:
     """A complete chat.completion as the event sequence its stream would have produced;
     also returns the reasoning field name it used (empty when none)."""
+    if not isinstance(body, Mapping):
+        raise Malformed("response body is not an object")
     meta = {k: body[k] for k in ("created", "system_fingerprint") if k in body}
     events: list[UpstreamEvent] = [
-        MessageStarted(str(body.get("id", "")), str(body.get("model", "")), Usage(), meta)
+        MessageStarted(
+            string(body, "id", required=False), string(body, "model", required=False), Usage(), meta
+        )
     ]
-    choices = body.get("choices") or []
-    if not choices:
-        raise ValueError("completion has no choices")
+    choices = items(body, "choices")
+    if not choices or not isinstance(choices[0], Mapping):
+        raise Malformed("completion has no choices")
     choice = choices[0]
-    message = choice.get("message") or {}
+    message = obj(choice, "message", required=False)
     blocks = _BlockTracker()
     fields: list[str] = []
     delta: dict[str, Any] = {k: message[k] for k in (*_REASONING_FIELDS, "content") if k in message}
     tool_calls = []
-    for position, call in enumerate(message.get("tool_calls") or ()):
+    for position, call in enumerate(items(message, "tool_calls")):
+        if not isinstance(call, Mapping):
+            raise Malformed(f"tool_calls[{position}] is not an object")
         tool_calls.append({**call, "index": position})
     delta["tool_calls"] = tool_calls
     events += _delta_events(delta, blocks, fields)
@@ -321,7 +435,7 @@ def completion_events(body: Mapping[str, Any]) -> tuple[list[UpstreamEvent], lis
     if isinstance(body.get("usage"), Mapping):
         events.append(UsageReported(usage_from(body["usage"])))
     if choice.get("finish_reason") is not None:
-        events.append(finish_of(choice["finish_reason"]))
+        events.append(finish_from(_FINISH_REASONS, choice["finish_reason"]))
     events.append(MessageEnded())
     return events, fields
 
@@ -341,14 +455,7 @@ class OpenAICollector:
 
     def add(self, item: ClientItem) -> None:
         if isinstance(item, EmitMessageStart):
-            self.completion = {
-                "id": item.message_id,
-                "object": "chat.completion",
-                "created": item.meta.get("created", 0),
-                "model": item.model,
-            }
-            if "system_fingerprint" in item.meta:
-                self.completion["system_fingerprint"] = item.meta["system_fingerprint"]
+            self.completion = envelope(item, "chat.completion")
         elif isinstance(item, EmitBlockStart) and item.kind == "tool_call":
             self._tools[item.index] = {
                 "id": item.tool_id or "",
@@ -363,7 +470,7 @@ class OpenAICollector:
             else:
                 self._tools[item.index]["function"]["arguments"] += item.text
         elif isinstance(item, EmitFinish):
-            self._finish = item.raw_reason or _FINISH_WORDS.get(item.reason, "stop")
+            self._finish = finish_word(_FINISH_WORDS, item.reason, item.raw_reason, "stop")
             self._usage = usage_to(item.usage)
         elif isinstance(item, EmitError):
             self.error = item

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,6 +44,11 @@ class ConversationState:
         self.consecutive_rescues = self.consecutive_rescues + rescues if had_loop else 0
         reasoning_only = not had_text and not had_tool_call and reasoning_chars >= stall_min
         self.stall_streak = self.stall_streak + 1 if reasoning_only else 0
+
+    def copy(self) -> ConversationState:
+        return ConversationState(
+            self.consecutive_rescues, self.stall_streak, self.retry_requests_left
+        )
 
     def take_retry_request(self) -> bool:
         """True (and count it) when the next upstream request should use the retry overrides."""
@@ -132,26 +138,20 @@ def _flatten(content: Any) -> str:
     return ""
 
 
-def _is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return (
-        0x4E00 <= code <= 0x9FFF
-        or 0x3400 <= code <= 0x4DBF
-        or 0x3040 <= code <= 0x30FF
-        or 0xF900 <= code <= 0xFAFF
-        or 0x20000 <= code <= 0x2A6DF
-    )
+# CJK ideographs and kana; letters are word characters that are not digits or underscores.
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")
+_LETTER = re.compile(r"[^\W\d_]")
+# Language is judged on a bounded sample, so its cost never grows with the request.
+SAMPLE_CHARS = 4096
+SAMPLE_PIECES = 64
 
 
 def text_language(text: str) -> Lang:
-    """zh when CJK ideographs make up at least a fifth of the letters, else en."""
-    letters = cjk = 0
-    for ch in text:
-        if _is_cjk(ch):
-            cjk += 1
-            letters += 1
-        elif ch.isalpha():
-            letters += 1
+    """zh when CJK ideographs make up at least a fifth of the letters (of the first
+    ``SAMPLE_CHARS`` chars), else en."""
+    sample = text[:SAMPLE_CHARS]
+    cjk = len(_CJK.findall(sample))
+    letters = len(_LETTER.findall(sample))
     if letters and cjk * 5 >= letters:
         return "zh"
     return "en"
@@ -173,7 +173,8 @@ def human_texts(body: Mapping[str, Any]) -> list[str]:
         elif isinstance(content, list):
             for block in content:
                 if isinstance(block, Mapping) and block.get("type") == "text":
-                    pieces.append(str(block.get("text", "")))
+                    text = block.get("text")
+                    pieces.append(text if isinstance(text, str) else "")
                     break
     return pieces
 
@@ -184,6 +185,10 @@ def conversation_language(body: Mapping[str, Any], setting: str = "auto") -> Lan
         return setting  # type: ignore[return-value]
     # Any Chinese message wins: the OpenAI route sends DSH's English runtime context as
     # separate user messages, which must not outvote a short Chinese prompt.
-    if any(text_language(piece) == "zh" for piece in human_texts(body)):
+    pieces = human_texts(body)
+    # the first and the latest messages: the prompt, and what the human says now
+    if len(pieces) > SAMPLE_PIECES:
+        pieces = pieces[: SAMPLE_PIECES // 2] + pieces[-SAMPLE_PIECES // 2 :]
+    if any(text_language(piece) == "zh" for piece in pieces):
         return "zh"
     return "en"

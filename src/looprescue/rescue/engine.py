@@ -1,43 +1,48 @@
 """The rescue engine: one sans-IO state machine per client response.
 
-The adapter feeds upstream events (``events.py``) to :meth:`RescueEngine.feed` and carries out
-what comes back, in order: client items go to the client, ``CloseUpstream`` closes the current
-upstream stream (feed nothing more from it), ``StartResume`` sends the continuation request and
-feeds its stream, ``AuditRecord`` goes to the audit log.
+It owns every request-level decision: :meth:`RescueEngine.start` says what to send upstream
+first (the client's body, with a stall nudge or the retry overrides when due), and
+:meth:`RescueEngine.feed` turns each upstream event into what to do, in order: client items go
+to the client, ``CloseUpstream`` closes the current upstream response (feed nothing more from
+it), ``SendRequest`` sends a continuation and feeds its response, ``SaveConversation`` stores
+the conversation's new state, ``AuditRecord`` goes to the audit log.
 
 What the client sees:
 
 * Text the detector cannot be part of a future loop (``StreamDetector.safe_offset``) is
-  released at once; only the suspicious tail of a channel is held back. When a block ends, its
-  held text is released (the loop did not confirm before the model moved on).
-* On a confirmed loop the held loop text is dropped, the kept prefix is released, an optional
-  one-line marker follows, and then (``rescue``) the continuation streams into the same response
-  with client block indices continuing where they stopped, and one finish at the end.
-* Reasoning/text blocks open on the client lazily, with their first released character, so a
-  block that turns out to be all loop never appears as an empty block.
+  released at once; only the suspicious tail of a channel is held back (``release.py``). When a
+  block ends, its held text is released (the loop did not confirm before the model moved on).
+* On a confirmed loop (``cut.py`` decides what follows) the held loop text is dropped, the kept
+  prefix is released, an optional one-line marker follows, and then (``rescue``) the
+  continuation streams into the same response with client block indices continuing where they
+  stopped (``blocks.py``), and one finish at the end.
 * A loop confirmed while a tool call is streaming is not cut: the rest of the looping block is
   dropped and the marker added when the block ends, so the tool call arrives intact.
 * A pruned block's signature is dropped: it covered text the client never received.
+* An upstream stream that breaks the protocol's order (content before the message start, a
+  delta for a block of another kind or one already stopped) ends with an in-band error.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from ..config import LoopRescueConfig
 from . import marker as notes
+from .blocks import ClientBlocks
 from .continuation import (
     KeptWork,
-    LoopSummary,
-    Protocol,
-    apply_retry_overrides,
+    RequestEditor,
     build_continuation,
+    has_retry_overrides,
+    summarize_loop,
 )
 from .conversation import ConversationState
+from .cut import CutAction, cut_action, cut_point
 from .events import (
     AuditRecord,
     BlockKind,
@@ -45,8 +50,6 @@ from .events import (
     BlockStopped,
     Channel,
     CloseUpstream,
-    EmitBlockStart,
-    EmitBlockStop,
     EmitDelta,
     EmitError,
     EmitFinish,
@@ -61,8 +64,9 @@ from .events import (
     Ping,
     ReasoningDelta,
     ResumeTimedOut,
+    SaveConversation,
+    SendRequest,
     SignatureDelta,
-    StartResume,
     TextDelta,
     ToolArgsDelta,
     UpstreamEvent,
@@ -71,6 +75,7 @@ from .events import (
     UsageReported,
 )
 from .marker import Lang
+from .release import Released, ReleaseQueue
 
 _UNLIMITED = 1 << 62
 _WATCHED: dict[str, frozenset[str]] = {
@@ -78,6 +83,13 @@ _WATCHED: dict[str, frozenset[str]] = {
     "reasoning": frozenset({"reasoning"}),
     "text": frozenset({"text"}),
 }
+
+
+class EngineState(str, Enum):
+    AWAITING_START = "awaiting_start"  # before the upstream's message start
+    STREAMING = "streaming"
+    RESUMING = "resuming"  # a continuation was requested; waiting for its message start
+    DONE = "done"  # the client response is complete (finish or error sent)
 
 
 def applies_to(config: LoopRescueConfig, model: str | None) -> bool:
@@ -98,8 +110,10 @@ class RescueStats:
     cap_stops: int = 0
     resume_failures: int = 0
     pruned_chars: int = 0
-    # chars past a confirmed loop's prune point that had already been released to the client
-    # before the loop was confirmed; the design target is zero
+    # Counted from the loop's onset when the loop is confirmed: chars of the one copy a periodic
+    # loop may keep that had reached the client, and chars past the prune point that had (the
+    # design target is zero).
+    kept_loop_chars: int = 0
     leaked_loop_chars: int = 0
     released_chars: int = 0
     marker_chars: int = 0
@@ -107,36 +121,23 @@ class RescueStats:
     hits: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class _Held:
-    """Channel text waiting in the release queue; ``start`` is its channel offset."""
-
-    up_index: int
-    channel: Channel
-    start: int
-    text: str
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.text)
-
-
 class _Attempt:
     """State of one upstream request within the response."""
 
-    def __init__(self, number: int, detector: Any) -> None:
+    def __init__(self, number: int, detector: Any, visible_base: Mapping[str, int]) -> None:
         self.number = number
         self.detector = detector
         self.blocks: dict[int, BlockStarted] = {}
         self.open: set[int] = set()
-        self.client_index: dict[int, int] = {}
+        self.stopped: set[int] = set()
         self.pruned: dict[int, int] = {}  # up index -> chars dropped from that block
         self.suppressed: set[int] = set()
         self.fed = {"reasoning": 0, "text": 0}
         self.released = {"reasoning": 0, "text": 0}
+        # chars of each channel the client had from earlier attempts when this one began
+        self.visible_base = dict(visible_base)
         self.channel_text: dict[str, list[str]] = {"reasoning": [], "text": []}
-        self.queue: deque[_Held | UpstreamEvent] = deque()
-        self.held_chars = 0
+        self.queue = ReleaseQueue()
         self.usage = Usage()  # everything the upstream reported, message start included
         self.reported = Usage()  # what its end-of-message usage said (passed on at the finish)
         self.finish: FinishReported | None = None
@@ -151,43 +152,47 @@ Handler = Callable[[Any], list[EngineOutput]]
 
 
 class RescueEngine:
-    """Cut, prune and resume one streaming (or complete) model response."""
+    """Cut, prune and resume one streaming (or complete) model response.
+
+    ``editor`` is the protocol's request editor (its wire object): the engine decides what
+    goes into a request, the editor knows how a protocol spells it.
+    """
 
     def __init__(
         self,
         config: LoopRescueConfig,
-        protocol: Protocol,
+        editor: RequestEditor,
         request_body: Mapping[str, Any],
         conversation: ConversationState | None = None,
         lang: Lang = "en",
         detector_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.config = config
-        self.protocol = protocol
+        self.editor = editor
         self.request_body = request_body
         self.conversation = conversation if conversation is not None else ConversationState()
         self.lang = lang
         self.stats = RescueStats()
         self._detector_factory = detector_factory or self._default_detector
         self._watched = _WATCHED[config.watch]
-        self._holding = config.mode != "observe"
-        self.state = "awaiting_start"
-        self._attempt = _Attempt(0, self._detector_factory())
-        self._next_client_index = 0
-        self._client_open: dict[int, BlockKind] = {}
-        self._block_tail: dict[int, str] = {}  # last character sent in each client block
+        self._acting = config.mode != "observe"
+        self.state = EngineState.AWAITING_START
         self._visible: dict[str, list[str]] = {"reasoning": [], "text": []}
-        self._tool_calls_emitted = 0
+        self._visible_chars = {"reasoning": 0, "text": 0}
+        self._attempt = _Attempt(0, self._detector_factory(), self._visible_chars)
+        self._blocks = ClientBlocks()
         self._earlier_output_tokens = 0
         self._loops_acted_on = 0
-        self._handlers: dict[str, dict[type, Handler]] = {
-            "awaiting_start": {
+        # spans of the visible reasoning that belong to a loop (its kept copy): never sent back
+        self._loop_spans: list[tuple[int, int]] = []
+        self._handlers: dict[EngineState, dict[type, Handler]] = {
+            EngineState.AWAITING_START: {
                 MessageStarted: self._on_message_started,
                 Ping: self._ignore,
                 UpstreamFailed: self._on_failure,
                 ResumeTimedOut: self._ignore,
             },
-            "streaming": {
+            EngineState.STREAMING: {
                 BlockStarted: self._on_block_started,
                 ReasoningDelta: self._on_channel_delta,
                 TextDelta: self._on_channel_delta,
@@ -201,20 +206,20 @@ class RescueEngine:
                 UpstreamFailed: self._on_failure,
                 ResumeTimedOut: self._ignore,
             },
-            "resuming": {
+            EngineState.RESUMING: {
                 MessageStarted: self._on_resume_started,
                 Ping: self._on_ping,
                 UpstreamFailed: self._on_resume_failed,
                 ResumeTimedOut: self._on_resume_failed,
             },
-            "done": {},
+            EngineState.DONE: {},
         }
         # What an event the table does not list means in each state.
-        self._fallbacks: dict[str, Handler] = {
-            "awaiting_start": self._on_out_of_order,
-            "streaming": self._on_out_of_order,
-            "resuming": self._ignore,  # leftovers of the stream that was just closed
-            "done": self._ignore,
+        self._fallbacks: dict[EngineState, Handler] = {
+            EngineState.AWAITING_START: self._on_out_of_order,
+            EngineState.STREAMING: self._on_out_of_order,
+            EngineState.RESUMING: self._ignore,  # leftovers of the stream that was just closed
+            EngineState.DONE: self._ignore,
         }
 
     def _default_detector(self) -> Any:
@@ -226,7 +231,30 @@ class RescueEngine:
 
     @property
     def done(self) -> bool:
-        return self.state == "done"
+        return self.state is EngineState.DONE
+
+    @property
+    def started(self) -> bool:
+        """True once an upstream message started (the response has content)."""
+        return self.state is not EngineState.AWAITING_START
+
+    def start(self) -> list[EngineOutput]:
+        """The first upstream request: the client's body, nudged or tweaked when due."""
+        body = self.request_body
+        conversation = self.conversation
+        changed = False
+        if self._acting and conversation.take_stall_nudge(self.config.stallCalls):
+            body = self.editor.with_user_text(body, notes.stall_nudge(self.lang))
+            changed = True
+        if self._acting and conversation.take_retry_request():
+            changed = True
+            if has_retry_overrides(self.config):
+                body = self.editor.with_retry_overrides(body, self.config)
+        out: list[EngineOutput] = []
+        if changed:
+            out.append(SaveConversation(conversation.copy()))
+        out.append(SendRequest(body, 0, changed=body is not self.request_body))
+        return out
 
     def feed(self, event: UpstreamEvent) -> list[EngineOutput]:
         """Process one upstream event; return what to do, in order."""
@@ -234,18 +262,29 @@ class RescueEngine:
         return handler(event)
 
     def kept_work(self) -> KeptWork:
-        """Client-visible reasoning and text so far (markers excluded)."""
-        return KeptWork("".join(self._visible["reasoning"]), "".join(self._visible["text"]))
+        """What may go back upstream: the visible reasoning up to where a loop began, and the
+        visible text exactly as the client received it (markers excluded)."""
+        reasoning = "".join(self._visible["reasoning"])
+        if self._loop_spans:
+            pieces, position = [], 0
+            for start, end in self._loop_spans:
+                pieces.append(reasoning[position:start])
+                position = end
+            reasoning = "".join(pieces) + reasoning[position:]
+        return KeptWork(reasoning, "".join(self._visible["text"]))
 
     # ------------------------------------------------------------------ awaiting_start
 
     def _on_message_started(self, event: MessageStarted) -> list[EngineOutput]:
         self._attempt.usage = self._attempt.usage.merged(event.usage)
-        self.state = "streaming"
+        self.state = EngineState.STREAMING
         return [EmitMessageStart(event.message_id, event.model, event.usage, event.meta)]
 
     def _on_out_of_order(self, event: UpstreamEvent) -> list[EngineOutput]:
-        message = f"unexpected {type(event).__name__} in state {self.state}"
+        message = f"unexpected {type(event).__name__} in state {self.state.value}"
+        return self._malformed(message)
+
+    def _malformed(self, message: str) -> list[EngineOutput]:
         return self._end_with_error(UpstreamFailed("malformed", message))
 
     def _ignore(self, event: UpstreamEvent) -> list[EngineOutput]:
@@ -267,52 +306,78 @@ class RescueEngine:
 
     def _on_block_started(self, event: BlockStarted) -> list[EngineOutput]:
         attempt = self._attempt
+        if event.index in attempt.blocks:
+            return self._malformed(f"block {event.index} started twice")
         attempt.blocks[event.index] = event
         attempt.open.add(event.index)
         if event.kind != "tool_call":
             return []  # opened on the client with its first released character
         return self._enqueue(event)
 
+    def _block_for(self, index: int, kind: BlockKind) -> str | None:
+        """Why a piece of ``kind`` cannot go into upstream block ``index`` (None: it can; a
+        block first seen through its content is started implicitly)."""
+        attempt = self._attempt
+        block = attempt.blocks.get(index)
+        if block is None:
+            attempt.blocks[index] = BlockStarted(index, kind)
+            attempt.open.add(index)
+            return None
+        if index in attempt.stopped:
+            return f"content for block {index} after it stopped"
+        if block.kind != kind:
+            return f"{kind} content for {block.kind} block {index}"
+        return None
+
     def _on_queued_event(self, event: ToolArgsDelta | SignatureDelta) -> list[EngineOutput]:
-        if event.index not in self._attempt.blocks:
-            kind: BlockKind = "tool_call" if isinstance(event, ToolArgsDelta) else "reasoning"
-            self._on_block_started(BlockStarted(event.index, kind))
+        kind: BlockKind = "tool_call" if isinstance(event, ToolArgsDelta) else "reasoning"
+        problem = self._block_for(event.index, kind)
+        if problem is not None:
+            return self._malformed(problem)
         return self._enqueue(event)
 
     def _enqueue(self, event: UpstreamEvent) -> list[EngineOutput]:
         queue = self._attempt.queue
         if queue:
-            queue.append(event)
+            queue.push_event(event)
             return []
         return self._emit_event(event)
 
     def _on_channel_delta(self, event: ReasoningDelta | TextDelta) -> list[EngineOutput]:
         attempt = self._attempt
-        channel: Channel = "reasoning" if isinstance(event, ReasoningDelta) else "text"
-        if event.index not in attempt.blocks:
-            self._on_block_started(BlockStarted(event.index, channel))
-        if not event.text:
+        channel: Channel = "reasoning" if type(event) is ReasoningDelta else "text"
+        index = event.index
+        if index not in attempt.open or attempt.blocks[index].kind != channel:
+            problem = self._block_for(index, channel)
+            if problem is not None:
+                return self._malformed(problem)
+        text = event.text
+        if not text:
             return []
-        if event.index in attempt.suppressed:
-            attempt.pruned[event.index] = attempt.pruned.get(event.index, 0) + len(event.text)
-            self.stats.pruned_chars += len(event.text)
+        if index in attempt.suppressed:
+            attempt.pruned[index] = attempt.pruned.get(index, 0) + len(text)
+            self.stats.pruned_chars += len(text)
             return []
         start = attempt.fed[channel]
-        attempt.fed[channel] = start + len(event.text)
-        attempt.channel_text[channel].append(event.text)
-        attempt.queue.append(_Held(event.index, channel, start, event.text))
-        attempt.held_chars += len(event.text)
-        hit = attempt.detector.feed(channel, event.text) if channel in self._watched else None
-        if hit is not None:
-            return self._on_hit(hit, event.index)
-        out = self._release(force=False)
-        self.stats.max_held_chars = max(self.stats.max_held_chars, attempt.held_chars)
+        attempt.fed[channel] = start + len(text)
+        attempt.channel_text[channel].append(text)
+        queue = attempt.queue
+        queue.push_text(index, channel, start, text)
+        if channel in self._watched:
+            hit = attempt.detector.feed(channel, text)
+            if hit is not None:
+                return self._on_hit(hit, index)
+        if not self._acting:
+            return self._release(None)
+        out = self._release(self._safe_offset)
+        if queue.held_chars > self.stats.max_held_chars:
+            self.stats.max_held_chars = queue.held_chars
         return out
 
     def _on_block_stopped(self, event: BlockStopped) -> list[EngineOutput]:
         attempt = self._attempt
         block = attempt.blocks.get(event.index)
-        if block is None:
+        if block is None or event.index in attempt.stopped:
             return []
         out: list[EngineOutput] = []
         if block.kind in self._watched and event.index not in attempt.suppressed:
@@ -320,20 +385,21 @@ class RescueEngine:
             hit = attempt.detector.flush(block.kind)
             if hit is not None:
                 out = self._on_hit(hit, event.index)
-                if self.state != "streaming":
+                if self.state is not EngineState.STREAMING:
                     return out
         attempt.open.discard(event.index)
-        attempt.queue.append(event)
+        attempt.stopped.add(event.index)
+        attempt.queue.push_event(event)
         # The block is final: whatever of it was still suspicious did not become a loop.
-        return out + self._release(force=True)
+        return out + self._release(None)
 
     def _on_message_ended(self, event: MessageEnded) -> list[EngineOutput]:
         attempt = self._attempt
-        out = self._release(force=True)
+        out = self._release(None)
         for index in sorted(attempt.open):
             out += self._emit_event(BlockStopped(index))
         attempt.open.clear()
-        out += self._close_client_blocks()
+        out += self._blocks.close_all()
         finish = attempt.finish
         reason = finish.reason if finish else "stop"
         raw = finish.raw if finish else None
@@ -343,119 +409,53 @@ class RescueEngine:
         # Held text is suspicious and the response fails anyway: it is not released.
         return self._end_with_error(event)
 
-    # ------------------------------------------------------------------ release queue
+    # ------------------------------------------------------------------ release
 
     def _safe_offset(self, channel: Channel) -> int:
-        if not self._holding or channel not in self._watched:
+        if channel not in self._watched:
             return _UNLIMITED
         return self._attempt.detector.safe_offset(channel)
 
-    def _release(self, force: bool) -> list[EngineOutput]:
-        """Emit queued items up to the safe offsets (everything when ``force``). Consecutive
-        released pieces of one block go out as one delta: a held tail and the next delta's
-        head make one client frame, not two."""
-        attempt = self._attempt
-        queue = attempt.queue
+    def _release(self, safe_offset: Callable[[Channel], int] | None) -> list[EngineOutput]:
+        """Queued items up to the safe offsets (everything when ``safe_offset`` is None)."""
         out: list[EngineOutput] = []
-        safe: dict[str, int] = {}
-        run: list[str] = []
-        run_key: tuple[int, Channel] | None = None
-
-        def flush_run() -> None:
-            nonlocal run_key
-            if run_key is not None:
-                out.extend(self._emit_text(run_key[0], run_key[1], "".join(run)))
-                run.clear()
-                run_key = None
-
-        while queue:
-            entry = queue[0]
-            if not isinstance(entry, _Held):
-                flush_run()
-                queue.popleft()
-                out += self._emit_event(entry)
-                continue
-            if force:
-                limit = entry.end
+        for item in self._attempt.queue.release(safe_offset):
+            if type(item) is Released:
+                out += self._emit_text(item)
             else:
-                if entry.channel not in safe:
-                    safe[entry.channel] = self._safe_offset(entry.channel)
-                limit = safe[entry.channel]
-            if limit <= entry.start:
-                break
-            key = (entry.up_index, entry.channel)
-            if key != run_key:
-                flush_run()
-                run_key = key
-            if limit >= entry.end:
-                queue.popleft()
-                run.append(entry.text)
-                continue
-            cut = limit - entry.start
-            run.append(entry.text[:cut])
-            queue[0] = _Held(entry.up_index, entry.channel, limit, entry.text[cut:])
-            break
-        flush_run()
+                out += self._emit_event(item)  # type: ignore[arg-type]
         return out
 
-    def _client_block(self, up_index: int) -> tuple[int, list[EngineOutput]]:
-        """The client index of upstream block ``up_index``, opening it on first use."""
+    def _emit_text(self, piece: Released) -> list[EngineOutput]:
         attempt = self._attempt
-        if up_index in attempt.client_index:
-            return attempt.client_index[up_index], []
-        start = attempt.blocks[up_index]
-        index = self._next_client_index
-        self._next_client_index += 1
-        attempt.client_index[up_index] = index
-        self._client_open[index] = start.kind
-        return index, [EmitBlockStart(index, start.kind, start.tool_id, start.tool_name)]
-
-    def _emit_text(self, up_index: int, channel: Channel, text: str) -> list[EngineOutput]:
-        attempt = self._attempt
-        index, out = self._client_block(up_index)
-        attempt.released[channel] += len(text)
-        attempt.held_chars -= len(text)
+        text = piece.text
+        index, out = self._blocks.opened(attempt.blocks[piece.up_index])
+        attempt.released[piece.channel] += len(text)
         self.stats.released_chars += len(text)
-        self._visible[channel].append(text)
-        if text:
-            self._block_tail[index] = text[-1]
-        out.append(EmitDelta(index, channel, text))
+        self._visible[piece.channel].append(text)
+        self._visible_chars[piece.channel] += len(text)
+        self._blocks.sent(index, text)
+        out.append(EmitDelta(index, piece.channel, text))
         return out
 
     def _emit_event(self, event: UpstreamEvent) -> list[EngineOutput]:
         attempt = self._attempt
         if isinstance(event, BlockStarted):
-            _, out = self._client_block(event.index)
-            return out
+            return self._blocks.opened(event)[1]
         if isinstance(event, ToolArgsDelta):
-            index, out = self._client_block(event.index)
+            index, out = self._blocks.opened(attempt.blocks[event.index])
             return [*out, EmitDelta(index, "tool_call", event.fragment)]
         if isinstance(event, SignatureDelta):
             if event.index in attempt.pruned:
                 return []  # it signs text the client never received
-            index, out = self._client_block(event.index)
+            index, out = self._blocks.opened(attempt.blocks[event.index])
             return [*out, EmitSignature(index, event.signature)]
         if isinstance(event, BlockStopped):
-            out: list[EngineOutput] = []
+            out = []
             if event.index in attempt.suppressed:
                 out += self._marker_for(event.index, attempt.pruned.get(event.index, 0))
-            index = attempt.client_index.get(event.index)
-            if index is None or index not in self._client_open:
-                return out  # never opened on the client (nothing of it was released)
-            kind = self._client_open.pop(index)
-            if kind == "tool_call":
-                self._tool_calls_emitted += 1
-            return [*out, EmitBlockStop(index)]
+            return out + self._blocks.stopped(event.index)
         raise TypeError(f"not a queued event: {event!r}")  # pragma: no cover - internal misuse
-
-    def _close_client_blocks(self) -> list[EngineOutput]:
-        out: list[EngineOutput] = []
-        for index in sorted(self._client_open):
-            if self._client_open[index] == "tool_call":
-                self._tool_calls_emitted += 1
-            out.append(EmitBlockStop(index))
-        self._client_open.clear()
-        return out
 
     # ------------------------------------------------------------------ loop confirmed
 
@@ -463,144 +463,139 @@ class RescueEngine:
         attempt = self._attempt
         channel: Channel = hit.channel
         fed = attempt.fed[channel]
-        keep_to = min(max(hit.prune_offset, attempt.released[channel]), fed)
-        leaked = max(0, attempt.released[channel] - hit.prune_offset)
+        released = attempt.released[channel]
+        point = cut_point(
+            loop_start=hit.loop_start, prune_offset=hit.prune_offset, released=released, fed=fed
+        )
         text = attempt.text_of(channel)
-        loop_text = text[keep_to:fed]
-        self.stats.detections += 1
-        self.stats.leaked_loop_chars += leaked
+        loop_text = text[point.keep_to : fed]
+        stats = self.stats
+        stats.detections += 1
+        stats.kept_loop_chars += point.kept_loop_chars
+        stats.leaked_loop_chars += point.leaked_loop_chars
         record = {
             **hit.to_dict(),
             "attempt": attempt.number,
-            "kept_chars": keep_to,
+            "kept_chars": point.keep_to,
             "chars_pruned": len(loop_text),
-            "held_chars": attempt.held_chars,
-            "released_chars": attempt.released[channel],
-            "leaked_chars": leaked,
+            "held_chars": attempt.queue.held_chars,
+            "released_chars": released,
+            "kept_loop_chars": point.kept_loop_chars,
+            "leaked_chars": point.leaked_loop_chars,
+            "leaked_loop_chars": point.leaked_loop_chars,
             "loop_text": loop_text,
         }
-        self.stats.hits.append({k: v for k, v in record.items() if k != "loop_text"})
+        stats.hits.append({k: v for k, v in record.items() if k != "loop_text"})
         out: list[EngineOutput] = [AuditRecord("detection", {**record, "mode": self.config.mode})]
-        if self.config.mode == "observe":
-            return out + self._release(force=False)
+        action = cut_action(
+            mode=self.config.mode,
+            tool_call_open=any(attempt.blocks[i].kind == "tool_call" for i in attempt.open),
+            tool_calls_sent=self._blocks.tool_calls_sent,
+            rescues_in_a_row=self.conversation.consecutive_rescues + stats.rescues,
+            max_rescues=self.config.maxConsecutiveRescues,
+        )
+        if action is CutAction.OBSERVE:
+            return out + self._release(None)
 
         self._loops_acted_on += 1
-        self.stats.pruned_chars += len(loop_text)
+        stats.pruned_chars += len(loop_text)
         attempt.pruned[up_index] = attempt.pruned.get(up_index, 0) + len(loop_text)
-        out += self._flush_keeping(channel, keep_to)
+        for item in attempt.queue.drain_keeping(channel, point.keep_to):
+            if type(item) is Released:
+                out += self._emit_text(item)
+            else:
+                out += self._emit_event(item)  # type: ignore[arg-type]
+        if channel == "reasoning":
+            # the continuation carries the reasoning from before the loop, none of the loop
+            base = attempt.visible_base["reasoning"]
+            onset = min(hit.loop_start, point.keep_to)
+            self._loop_spans.append((base + onset, base + point.keep_to))
 
-        if any(attempt.blocks[i].kind == "tool_call" for i in attempt.open):
-            # Never cut an open tool call: drop the rest of this block and finish normally.
+        if action is CutAction.DEFER:
             attempt.suppressed.add(up_index)
-            self.stats.deferred_prunes += 1
+            stats.deferred_prunes += 1
             out.append(AuditRecord("deferred_prune", {"channel": channel, "rule": hit.rule}))
             return out
 
         out += self._marker_for(up_index, len(loop_text))
-        for index in sorted(attempt.open):
-            attempt.suppressed.add(index)
+        attempt.suppressed.update(attempt.open)
         attempt.open.clear()
-        out += self._close_client_blocks()
+        out += self._blocks.close_all()
         out.append(CloseUpstream(f"loop confirmed by rule {hit.rule} in {channel}"))
-        self.stats.cuts += 1
-        reason = self._cut_reason()
-        out.append(AuditRecord("cut", {"channel": channel, "rule": hit.rule, "action": reason}))
-        if reason == "tool_calls_done":
+        stats.cuts += 1
+        out.append(
+            AuditRecord("cut", {"channel": channel, "rule": hit.rule, "action": action.value})
+        )
+        if action is CutAction.TOOL_CALLS_DONE:
             return out + self._finish("tool_calls", None)
-        if reason == "cut":
+        if action is CutAction.CUT:
             return out + self._finish("stop", None)
-        if reason == "cap":
-            self.stats.cap_stops += 1
-            done = self.conversation.consecutive_rescues + self.stats.rescues
-            note = notes.cap_note(done, self.lang)
-            return out + self._note_block(note) + self._finish("stop", None)
-        summary = LoopSummary(
+        if action is CutAction.CAP:
+            stats.cap_stops += 1
+            done = self.conversation.consecutive_rescues + stats.rescues
+            return out + self._note(notes.cap_note(done, self.lang)) + self._finish("stop", None)
+        summary = summarize_loop(
             channel=channel,
-            repeated=text[hit.loop_start : max(hit.prune_offset, hit.loop_start)] or loop_text,
+            rule=hit.rule,
             repeats=float(hit.repeats),
             chars_removed=len(loop_text),
+            channel_text=text,
+            loop_start=hit.loop_start,
         )
-        return out + self._start_resume(summary)
-
-    def _cut_reason(self) -> str:
-        if self._tool_calls_emitted:
-            # Tool calls already reached the client; a continuation would need their results.
-            return "tool_calls_done"
-        if self.config.mode == "cut":
-            return "cut"
-        done = self.conversation.consecutive_rescues + self.stats.rescues
-        if done >= self.config.maxConsecutiveRescues:
-            return "cap"
-        return "resume"
-
-    def _flush_keeping(self, channel: Channel, keep_to: int) -> list[EngineOutput]:
-        """Empty the queue: release ``channel`` text up to ``keep_to``, drop the rest of it."""
-        attempt = self._attempt
-        out: list[EngineOutput] = []
-        while attempt.queue:
-            entry = attempt.queue.popleft()
-            if not isinstance(entry, _Held):
-                out += self._emit_event(entry)
-                continue
-            if entry.channel != channel or entry.end <= keep_to:
-                out += self._emit_text(entry.up_index, entry.channel, entry.text)
-                continue
-            if entry.start < keep_to:
-                out += self._emit_text(entry.up_index, channel, entry.text[: keep_to - entry.start])
-            attempt.held_chars -= max(0, entry.end - max(entry.start, keep_to))
-        return out
+        return out + self._resume(summary)
 
     def _marker_for(self, up_index: int, chars: int) -> list[EngineOutput]:
         if not self.config.marker or chars <= 0:
             return []
         block = self._attempt.blocks[up_index]
         channel = "reasoning" if block.kind == "reasoning" else "text"
-        index, out = self._client_block(up_index)
+        index, out = self._blocks.opened(block)
         # on a line of its own: after a newline, or first in its block
-        prefix = "\n" if self._block_tail.get(index, "\n") != "\n" else ""
+        prefix = "" if self._blocks.ends_line(index) else "\n"
         text = f"{prefix}{notes.marker(channel, chars, self.lang)}\n"
         self.stats.marker_chars += len(text)
         return [*out, EmitMarker(index, block.kind, text)]
 
-    def _note_block(self, text: str) -> list[EngineOutput]:
-        index = self._next_client_index
-        self._next_client_index += 1
-        prefix = "\n" if any(self._visible["text"]) else ""
+    def _note(self, text: str) -> list[EngineOutput]:
+        prefix = "\n" if self._visible_chars["text"] else ""
         self.stats.marker_chars += len(prefix + text)
-        return [
-            EmitBlockStart(index, "text"),
-            EmitMarker(index, "text", prefix + text),
-            EmitBlockStop(index),
-        ]
+        return self._blocks.note(prefix + text)
 
     # ------------------------------------------------------------------ resume
 
-    def _start_resume(self, summary: LoopSummary) -> list[EngineOutput]:
+    def _resume(self, summary: Any) -> list[EngineOutput]:
         self.stats.rescues += 1
         self._earlier_output_tokens += self._attempt.usage.output_tokens or 0
-        body = build_continuation(
-            self.protocol, self.request_body, self.kept_work(), summary, self.lang
+        kept = self.kept_work()
+        body: Mapping[str, Any] = build_continuation(
+            self.editor, self.request_body, kept, summary, self.lang
         )
-        self.conversation.retry_requests_left = self.config.retryRequests
-        if self.conversation.take_retry_request():
-            body = apply_retry_overrides(body, self.protocol, self.config)
+        conversation = self.conversation
+        conversation.retry_requests_left = self.config.retryRequests
+        if conversation.take_retry_request() and has_retry_overrides(self.config):
+            body = self.editor.with_retry_overrides(body, self.config)
         number = self._attempt.number + 1
-        self._attempt = _Attempt(number, self._detector_factory())
+        self._attempt = _Attempt(number, self._detector_factory(), self._visible_chars)
+        self._blocks.new_attempt()
         self.stats.upstream_attempts += 1
-        self.state = "resuming"
+        self.state = EngineState.RESUMING
         record = {
             "attempt": number,
             "channel": summary.channel,
-            "repeated": summary.repeated,
-            "kept_reasoning_chars": len("".join(self._visible["reasoning"])),
-            "kept_text_chars": len("".join(self._visible["text"])),
+            "phrase": summary.phrase,
+            "kept_reasoning_chars": len(kept.reasoning),
+            "kept_text_chars": len(kept.text),
             "messages": len(body.get("messages") or ()),
         }
-        return [AuditRecord("resume", record), StartResume(body, number)]
+        return [
+            AuditRecord("resume", record),
+            SaveConversation(conversation.copy()),
+            SendRequest(body, number),
+        ]
 
     def _on_resume_started(self, event: MessageStarted) -> list[EngineOutput]:
         self._attempt.usage = self._attempt.usage.merged(event.usage)
-        self.state = "streaming"
+        self.state = EngineState.STREAMING
         return []
 
     def _on_resume_failed(self, event: UpstreamFailed | ResumeTimedOut) -> list[EngineOutput]:
@@ -616,7 +611,7 @@ class RescueEngine:
         ]
         return (
             out
-            + self._note_block(notes.resume_failed_note(reason, self.lang))
+            + self._note(notes.resume_failed_note(reason, self.lang))
             + self._finish("stop", None)
         )
 
@@ -627,17 +622,18 @@ class RescueEngine:
         return self._attempt.reported.with_output_added(self._earlier_output_tokens)
 
     def _finish(self, reason: Any, raw: str | None) -> list[EngineOutput]:
-        self.state = "done"
-        self.conversation.record_response(
+        self.state = EngineState.DONE
+        conversation = self.conversation
+        conversation.record_response(
             rescues=self.stats.rescues,
             had_loop=self._loops_acted_on > 0,
-            reasoning_chars=len("".join(self._visible["reasoning"])),
-            had_text=any(self._visible["text"]),
-            had_tool_call=self._tool_calls_emitted > 0,
+            reasoning_chars=self._visible_chars["reasoning"],
+            had_text=self._visible_chars["text"] > 0,
+            had_tool_call=self._blocks.tool_calls_sent > 0,
             stall_min=self.config.stallMinReasoningChars,
         )
-        return [EmitFinish(reason, raw, self._final_usage())]
+        return [SaveConversation(conversation.copy()), EmitFinish(reason, raw, self._final_usage())]
 
     def _end_with_error(self, failure: UpstreamFailed) -> list[EngineOutput]:
-        self.state = "done"
+        self.state = EngineState.DONE
         return [EmitError(failure.kind, failure.message, failure.error_type, failure.status)]

@@ -236,12 +236,22 @@ class CloseUpstream:
 
 
 @dataclass(frozen=True, slots=True)
-class StartResume:
+class SendRequest:
     """Send ``body`` upstream (same path and headers as the client's request) and feed its
-    stream into the engine; ``attempt`` counts upstream requests of this response from 0."""
+    response into the engine. ``attempt`` counts upstream requests of this response from 0 (the
+    client's own request); ``changed`` is False when ``body`` is the client's body untouched, so
+    the adapter can forward the client's bytes as they came."""
 
     body: Mapping[str, Any]
     attempt: int
+    changed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SaveConversation:
+    """The conversation's state changed: store this snapshot (the adapter owns the store)."""
+
+    state: Any  # ConversationState; typed loosely to keep this module free of imports
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,5 +274,5 @@ ClientItem = (
     | EmitFinish
     | EmitError
 )
-EngineOutput = ClientItem | CloseUpstream | StartResume | AuditRecord
+EngineOutput = ClientItem | CloseUpstream | SendRequest | SaveConversation | AuditRecord
 TERMINAL_ITEMS = (EmitFinish, EmitError)

@@ -6,7 +6,10 @@ wording stays consistent and the language rule is applied in one place.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .continuation import LoopSummary
 
 Lang = Literal["en", "zh"]
 
@@ -48,32 +51,27 @@ def resume_failed_note(reason: str, lang: Lang) -> str:
     )
 
 
-def correction(
-    channel: str,
-    repeated: str,
-    repeats: float,
-    chars_removed: int,
-    kept_reasoning: str,
-    kept_text: bool,
-    lang: Lang,
-) -> str:
+def correction(loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: Lang) -> str:
     """The user-turn text of a continuation request.
 
-    It names what was repeated, asks to continue without repeating or restarting, and asks to
-    check the workspace before repeating side-effecting actions (tools may already have run).
-    ``kept_reasoning`` (may be empty) is the model's own useful reasoning before the loop; it is
+    It describes the loop in words (channel, detector rule, how often, how much was removed,
+    where it began) and quotes at most one short phrase of it, so the loop itself is
+    not sent back; it asks to continue without repeating or restarting, and to check the
+    workspace before repeating side-effecting actions (tools may already have run).
+    ``kept_reasoning`` (may be empty) is the model's own reasoning before the loop began; it is
     quoted so the model can build on it without the provider having to accept an edited,
     unsigned thinking block.
     """
-    word = _CHANNEL_WORD[lang].get(channel, channel)
-    times = f"{repeats:.0f}" if repeats >= 1 else "several"
+    word = _CHANNEL_WORD[lang].get(loop.channel, loop.channel)
+    times = f"{loop.repeats:.0f}" if loop.repeats >= 1 else "several"
     if lang == "zh":
         parts = [
-            f"[looprescue] 你上一次回复的{word}陷入了重复：下面这段内容被反复输出了约 {times} 次"
-            f"（共删除 {chars_removed} 个字符）：",
-            f"「{repeated}」",
-            "请从中断处继续完成任务，不要再重复这段内容，也不要从头开始。",
+            f"[looprescue] 你上一次回复的{word}陷入了重复（检测规则 {loop.rule}）：同一段内容被反复"
+            f"输出了约 {times} 次，共删除 {loop.chars_removed} 个字符。它以「{loop.phrase}」开头。",
         ]
+        if loop.onset:
+            parts.append(f"重复开始之前的 {loop.onset} 个字符都保留了下来。")
+        parts.append("请从中断处继续完成任务，不要再重复这段内容，也不要从头开始。")
         if kept_reasoning:
             parts += ["你在陷入重复之前的推理如下，可以直接在此基础上继续：", kept_reasoning]
         if kept_text:
@@ -83,12 +81,19 @@ def correction(
         )
         return "\n\n".join(parts)
     parts = [
-        f"[looprescue] Your previous response started repeating itself in its {word}: the "
-        f"passage below was produced about {times} times ({chars_removed} chars removed):",
-        f"«{repeated}»",
-        "Continue the task from where you stopped, without repeating that passage and without "
-        "starting over.",
+        f"[looprescue] Your previous response started repeating itself in its {word} (detector "
+        f"rule {loop.rule}): one passage came about {times} times ({loop.chars_removed} chars "
+        f"removed). It began with «{loop.phrase}».",
     ]
+    if loop.onset:
+        parts.append(
+            f"The {loop.onset} chars of {word} before the repetition began are kept: that is the "
+            "work you were doing."
+        )
+    parts.append(
+        "Continue the task from where you stopped, without repeating that passage and without "
+        "starting over."
+    )
     if kept_reasoning:
         parts += ["Your reasoning before the repetition began, to build on:", kept_reasoning]
     if kept_text:
@@ -122,3 +127,4 @@ def shorten(text: str, limit: int = 200) -> str:
     if len(flat) <= limit:
         return flat
     return flat[: limit - 1].rstrip() + "…"
+

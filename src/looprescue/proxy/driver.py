@@ -1,0 +1,197 @@
+"""The I/O around one :class:`~looprescue.proxy.exchange.Exchange`: send the requests it names
+over a :class:`~looprescue.proxy.upstream.Transport`, feed it what comes back, hand the client
+bytes out, store state and write audit lines.
+
+:meth:`ExchangeDriver.stream` is an async iterator of client bytes (what a streaming HTTP
+response, or an SDK-level stream, sends on); :meth:`ExchangeDriver.whole` returns one body.
+Every upstream response opened here is closed by :meth:`ExchangeDriver.aclose`, however the
+exchange ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import LoopRescueConfig
+from ..rescue.events import ResumeTimedOut, SendRequest, UpstreamFailed
+from . import jsonfast
+from .audit import AuditLog, RequestClock
+from .exchange import Exchange, Step
+from .state import StateStore
+from .upstream import Transport, UpstreamError, UpstreamResponse
+
+KEEPALIVE_SECONDS = 15.0
+# After the end-of-message event, read at most this much more of a response (its last chunk
+# terminator) so its connection can be reused; a longer tail closes the connection instead.
+DRAIN_BYTES = 64 * 1024
+
+
+@dataclass
+class ExchangeDriver:
+    exchange: Exchange
+    transport: Transport
+    config: LoopRescueConfig
+    url: str
+    headers: Sequence[tuple[str, str]]
+    raw_body: bytes
+    store: StateStore
+    key: str
+    audit: AuditLog | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    clock: RequestClock = field(default_factory=RequestClock)
+    resume_started_ms: int | None = None
+    _open: list[UpstreamResponse] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ steps
+
+    async def carry_out(self, step: Step) -> None:
+        """Everything of a step except the client bytes and the upstream actions."""
+        if step.save is not None:
+            await self.store.save(self.key, step.save)
+        if step.audit and self.audit is not None:
+            elapsed = self.clock.elapsed_ms()
+            for record in step.audit:
+                timings = {"elapsed_ms": elapsed}
+                if record.kind != "resume" and self.resume_started_ms is not None:
+                    timings["since_resume_ms"] = elapsed - self.resume_started_ms
+                self.audit.write(record.kind, record.data, {**self.context, **timings})
+
+    def content_of(self, request: SendRequest) -> bytes:
+        return jsonfast.dumps(request.body) if request.changed else self.raw_body
+
+    async def send(self, request: SendRequest, content: bytes | None = None) -> UpstreamResponse:
+        """Open ``request`` upstream; raises UpstreamError."""
+        body = self.content_of(request) if content is None else content
+        response = await self.transport.open("POST", self.url, self.headers, body, raw=False)
+        self._open.append(response)
+        self.exchange.response_started(request.attempt)
+        return response
+
+    async def release(self, response: UpstreamResponse) -> None:
+        """Done with ``response``: drain its short tail when the message ended (so the
+        connection is reused), then close it."""
+        if self.exchange.done and response in self._open:
+            try:
+                tail = 0
+                while tail <= DRAIN_BYTES and (
+                    chunk := await asyncio.wait_for(response.next_chunk(), 1.0)
+                ):
+                    tail += len(chunk)
+            except (UpstreamError, asyncio.TimeoutError):
+                pass
+        await self._close(response)
+
+    async def _close(self, response: UpstreamResponse) -> None:
+        if response in self._open:
+            self._open.remove(response)
+        await response.aclose()
+
+    async def aclose(self) -> None:
+        """Close every upstream response still open (idempotent)."""
+        while self._open:
+            await self._open.pop().aclose()
+
+    # ------------------------------------------------------------------ streaming
+
+    async def stream(self, response: UpstreamResponse) -> AsyncIterator[bytes]:
+        """Client bytes of a streaming exchange whose first response is ``response`` (200)."""
+        exchange = self.exchange
+        current: UpstreamResponse | None = response
+        while current is not None:
+            try:
+                chunk = await current.next_chunk()
+            except UpstreamError as err:
+                step = exchange.fail(UpstreamFailed(_failure_kind(err), err.message))
+            else:
+                step = exchange.feed_bytes(chunk) if chunk else exchange.upstream_ended()
+            await self.carry_out(step)
+            if step.client:
+                yield step.client
+            if exchange.reading:
+                continue
+            await self.release(current)
+            current = None
+            if step.request is not None:
+                waiting = asyncio.ensure_future(self._resume(step.request))
+                try:
+                    while True:
+                        done, _ = await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
+                        if done:
+                            break
+                        yield exchange.ping()
+                    current, step = waiting.result()
+                finally:
+                    if not waiting.done():
+                        waiting.cancel()
+                await self.carry_out(step)
+                if step.client:
+                    yield step.client
+                if current is not None and not exchange.reading:
+                    await self.release(current)
+                    current = None
+
+    async def _resume(self, request: SendRequest) -> tuple[UpstreamResponse | None, Step]:
+        """Send a continuation and feed its first bytes (at most ``resumeTimeoutMs`` away)."""
+        timeout_ms = self.config.resumeTimeoutMs
+        self.resume_started_ms = self.clock.elapsed_ms()
+        try:
+            return await asyncio.wait_for(self._first_bytes(request), timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            return None, self.exchange.fail(ResumeTimedOut(timeout_ms))
+
+    async def _first_bytes(self, request: SendRequest) -> tuple[UpstreamResponse | None, Step]:
+        exchange = self.exchange
+        content = self.content_of(request)
+        try:
+            response = await self.send(request, content)
+            if response.status != 200:
+                payload = await response.read()
+                await self._close(response)
+                return None, exchange.http_error(response.status, payload)
+            if not exchange.streaming:
+                payload = await response.read()
+                await self._close(response)
+                return None, exchange.feed_whole(payload)
+            first = b""
+            while not first:
+                first = await response.next_chunk()
+                if not first:
+                    failure = UpstreamFailed("transport", "continuation ended before data")
+                    await self._close(response)
+                    return None, exchange.fail(failure)
+        except UpstreamError as err:
+            if err.kind == "stall":
+                return None, exchange.fail(UpstreamFailed("stall", "continuation stalled"))
+            return None, exchange.fail(
+                UpstreamFailed("transport", f"continuation failed: {err.message}")
+            )
+        return response, exchange.feed_bytes(first)
+
+    # ------------------------------------------------------------------ non-streaming
+
+    async def whole(self, response: UpstreamResponse) -> tuple[int, bytes]:
+        """Status and JSON body of a non-streaming exchange whose first response is 200."""
+        exchange = self.exchange
+        try:
+            payload = await response.read()
+        except UpstreamError as err:
+            return gateway_status(err), exchange.gateway_error(err.message)
+        finally:
+            await self._close(response)
+        step = exchange.feed_whole(payload)
+        await self.carry_out(step)
+        while step.request is not None:
+            _, step = await self._resume(step.request)
+            await self.carry_out(step)
+        return exchange.whole_response()
+
+
+def _failure_kind(err: UpstreamError) -> Any:
+    return "stall" if err.kind == "stall" else "transport"
+
+
+def gateway_status(err: UpstreamError) -> int:
+    return 504 if err.kind in ("connect_timeout", "stall") else 502

@@ -1,0 +1,124 @@
+"""The release queue: upstream content waiting until the detector clears it.
+
+Channel text is queued as :class:`Held` pieces (with their channel offsets); the events that
+must keep their place relative to that text (tool-call pieces, signatures, block stops) are
+queued between them. :meth:`ReleaseQueue.release` lets everything out up to each channel's
+safe offset, in order, merging consecutive pieces of one block into one :class:`Released` run
+so a held tail and the next delta's head make one client frame.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .events import Channel, UpstreamEvent
+
+
+@dataclass(slots=True)
+class Held:
+    """Channel text waiting in the queue; ``start`` is its offset in the channel."""
+
+    up_index: int
+    channel: Channel
+    start: int
+    text: str
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A run of text of one upstream block that may go to the client now."""
+
+    up_index: int
+    channel: Channel
+    text: str
+
+
+Item = Released | UpstreamEvent
+
+
+class ReleaseQueue:
+    """FIFO of held text and the events queued behind it."""
+
+    __slots__ = ("_entries", "held_chars")
+
+    def __init__(self) -> None:
+        self._entries: deque[Held | UpstreamEvent] = deque()
+        self.held_chars = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def push_text(self, up_index: int, channel: Channel, start: int, text: str) -> None:
+        self._entries.append(Held(up_index, channel, start, text))
+        self.held_chars += len(text)
+
+    def push_event(self, event: UpstreamEvent) -> None:
+        self._entries.append(event)
+
+    def release(self, safe_offset: Callable[[Channel], int] | None) -> list[Item]:
+        """Everything up to ``safe_offset(channel)`` (all of it when ``safe_offset`` is None)."""
+        entries = self._entries
+        out: list[Item] = []
+        limits: dict[str, int] = {}
+        run: list[str] = []
+        run_key: tuple[int, Channel] | None = None
+        released = 0
+        while entries:
+            entry = entries[0]
+            if not isinstance(entry, Held):
+                if run_key is not None:
+                    out.append(Released(run_key[0], run_key[1], "".join(run)))
+                    run, run_key = [], None
+                entries.popleft()
+                out.append(entry)
+                continue
+            if safe_offset is None:
+                limit = entry.end
+            else:
+                limit = limits.get(entry.channel, -1)
+                if limit < 0:
+                    limit = limits[entry.channel] = safe_offset(entry.channel)
+            if limit <= entry.start:
+                break
+            key = (entry.up_index, entry.channel)
+            if key != run_key:
+                if run_key is not None:
+                    out.append(Released(run_key[0], run_key[1], "".join(run)))
+                    run = []
+                run_key = key
+            if limit >= entry.end:
+                entries.popleft()
+                run.append(entry.text)
+                released += len(entry.text)
+                continue
+            cut = limit - entry.start
+            run.append(entry.text[:cut])
+            released += cut
+            entries[0] = Held(entry.up_index, entry.channel, limit, entry.text[cut:])
+            break
+        if run_key is not None:
+            out.append(Released(run_key[0], run_key[1], "".join(run)))
+        self.held_chars -= released
+        return out
+
+    def drain_keeping(self, channel: Channel, keep_to: int) -> list[Item]:
+        """Empty the queue: ``channel`` text up to offset ``keep_to`` and everything else comes
+        out in order; ``channel`` text from ``keep_to`` on is dropped."""
+        out: list[Item] = []
+        while self._entries:
+            entry = self._entries.popleft()
+            if not isinstance(entry, Held):
+                out.append(entry)
+                continue
+            if entry.channel != channel or entry.end <= keep_to:
+                out.append(Released(entry.up_index, entry.channel, entry.text))
+            elif entry.start < keep_to:
+                out.append(Released(entry.up_index, channel, entry.text[: keep_to - entry.start]))
+        self.held_chars = 0
+        return out
