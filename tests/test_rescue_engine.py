@@ -35,9 +35,9 @@ from looprescue.rescue.events import (
     MessageStarted,
     ReasoningDelta,
     ResumeTimedOut,
-    SignatureDelta,
     SaveConversation,
     SendRequest,
+    SignatureDelta,
     TextDelta,
     ToolArgsDelta,
     UpstreamFailed,
@@ -133,7 +133,9 @@ class Run:
 
     def client(self) -> list[Any]:
         return [
-            i for i in self.items if not isinstance(i, CloseUpstream | SendRequest | SaveConversation | AuditRecord)
+            i
+            for i in self.items
+            if not isinstance(i, CloseUpstream | SendRequest | SaveConversation | AuditRecord)
         ]
 
     def content(self, kind: str, markers: bool = False) -> str:

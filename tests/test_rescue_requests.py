@@ -115,7 +115,9 @@ def test_anthropic_continuation_without_kept_text_extends_the_last_user_turn() -
 
 def test_openai_continuation_keeps_reasoning_content_convention() -> None:
     original = agent_requests("j_openai_compat_provider")[-1]["body"]
-    body = build_continuation(OpenAIWire(original), original, KeptWork("Think.", "Partial"), LOOP, "zh")
+    body = build_continuation(
+        OpenAIWire(original), original, KeptWork("Think.", "Partial"), LOOP, "zh"
+    )
     assistant, user = body["messages"][-2:]
     assert assistant == {"role": "assistant", "content": "Partial", "reasoning_content": "Think."}
     assert user["role"] == "user" and "不要再重复" in user["content"]

@@ -112,7 +112,10 @@ class ScriptedResponse:
     * ``stall_after=N`` + ``stall_seconds``: after N events send nothing for that long, then
       continue (non-streaming: stall before the response);
     * ``error_event_after=N``: after N events send an in-band error (``error_event`` or an
-      ``overloaded_error`` default) and end the stream.
+      ``overloaded_error`` default) and end the stream;
+    * ``inject_after=N`` + ``inject``: after N events send the raw bytes ``inject`` (say, a
+      malformed event), then go on with the rest of the stream;
+    * ``raw_body``: non-streaming, send these bytes as the 200 response body.
 
     ``match`` (a predicate on :class:`RecordedRequest`) limits which requests may consume this
     response; None accepts any request that is not a title side request.
@@ -134,6 +137,9 @@ class ScriptedResponse:
     stall_seconds: float = 0.0
     error_event_after: int | None = None
     error_event: Mapping[str, Any] | None = None
+    inject_after: int | None = None
+    inject: bytes = b""
+    raw_body: bytes | None = None
     stop_reason: str | None = None
     signature: str | None = ""
     input_tokens: int = 176
@@ -144,7 +150,7 @@ class ScriptedResponse:
         low, high = self.delta_chars
         if not 1 <= low <= high:
             raise ValueError(f"delta_chars must be 1 <= min <= max, got {self.delta_chars}")
-        for name in ("cut_after", "stall_after", "error_event_after"):
+        for name in ("cut_after", "stall_after", "error_event_after", "inject_after"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
@@ -956,7 +962,7 @@ class _ScriptedReply(Response):
             message = anthropic_message(response, self._model(), number)
         else:
             message = openai_completion(response, self._model(), number)
-        payload = _dumps(message).encode()
+        payload = _dumps(message).encode() if response.raw_body is None else response.raw_body
         if response.stall_after is not None and not await self._pause(
             response.stall_seconds, disconnected
         ):
@@ -1006,6 +1012,10 @@ class _ScriptedReply(Response):
             if response.cut_after == position:
                 self._finish("cut")
                 raise _ConnectionCut("scripted cut")
+            if response.inject_after == position:
+                await send(
+                    {"type": "http.response.body", "body": response.inject, "more_body": True}
+                )
             if response.error_event_after == position:
                 self.recorded.events_sent += 1
                 self._finish("error_event")

@@ -127,4 +127,3 @@ def shorten(text: str, limit: int = 200) -> str:
     if len(flat) <= limit:
         return flat
     return flat[: limit - 1].rstrip() + "…"
-
