@@ -35,15 +35,16 @@ def message(path, seq):
 
 
 @pytest.mark.parametrize(
-    ("scenario", "seq", "block", "channel"),
+    ("scenario", "seq", "cut_blocks"),
     [
-        ("a_reasoning_loop", 17, 0, "reasoning"),
-        ("b_verbatim_cycle", 17, 1, "text"),
-        ("h_stream_cut", 21, 1, "text"),
-        ("j_openai_compat_provider", 32, 0, "reasoning"),
+        ("a_reasoning_loop", 17, [(0, "reasoning")]),
+        ("b_verbatim_cycle", 17, [(1, "text")]),
+        # one 45-char sentence 8 times in the reasoning, and a 40-char sentence 20 times in text
+        ("h_stream_cut", 21, [(0, "reasoning"), (1, "text")]),
+        ("j_openai_compat_provider", 32, [(0, "reasoning")]),
     ],
 )
-def test_clean_cuts_only_the_looping_message(tmp_path, scenario, seq, block, channel):
+def test_clean_cuts_only_the_looping_message(tmp_path, scenario, seq, cut_blocks):
     data = tmp_path / "sessions"
     log = install_session(data, scenario)
     original = fixture_log(scenario)
@@ -56,15 +57,17 @@ def test_clean_cuts_only_the_looping_message(tmp_path, scenario, seq, block, cha
     assert changed == [seq + 1]  # line n+1 holds seq n; every other line is byte-identical
 
     old, new = message(original, seq), message(log, seq)
-    old_text = old["data"]["message"]["content"][block]["text"]
-    new_text = new["data"]["message"]["content"][block]["text"]
-    kept, marker = new_text.rsplit("\n", 1)
-    assert old_text.startswith(kept) and len(kept) < len(old_text)
-    assert marker == f"〔{len(old_text) - len(kept)} chars of repeated {channel} removed〕"
+    for block, channel in cut_blocks:
+        old_text = old["data"]["message"]["content"][block]["text"]
+        new_text = new["data"]["message"]["content"][block]["text"]
+        kept, marker = new_text.rsplit("\n", 1)
+        assert old_text.startswith(kept) and len(kept) < len(old_text)
+        assert marker == f"〔{len(old_text) - len(kept)} chars of repeated {channel} removed〕"
     assert "replayState" not in new["data"]["message"]["source"]
     assert stream_problems(new) == []
-    other = [b for i, b in enumerate(old["data"]["message"]["content"]) if i != block]
-    assert [b for i, b in enumerate(new["data"]["message"]["content"]) if i != block] == other
+    cut = {block for block, _ in cut_blocks}
+    other = [b for i, b in enumerate(old["data"]["message"]["content"]) if i not in cut]
+    assert [b for i, b in enumerate(new["data"]["message"]["content"]) if i not in cut] == other
 
     # Rescanning finds no loop in the cleaned message.
     new_log = open_log(log)
@@ -215,7 +218,7 @@ def test_json_plan(tmp_path):
     result = clean(log, "--data", data, "--dry-run", "--json")
     plan = json.loads(result.stdout.splitlines()[0])
     [change] = plan["changes"]
-    assert change["seq"] == 17 and change["blocks"][0]["rule"] == "pool"
+    assert change["seq"] == 17 and change["blocks"][0]["rule"] == "cycle"
     assert change["removedChars"] == change["blocks"][0]["removedChars"] > 4000
 
 

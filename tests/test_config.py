@@ -11,10 +11,22 @@ def test_defaults_match_the_documented_thresholds():
     cfg = LoopRescueConfig()
     d = cfg.detector
     assert (d.cycleMinPeriod, d.cycleMaxPeriod, d.cycleMinRepeats, d.cycleMinChars) == (
-        16,
+        1,
         4000,
         3,
         600,
+    )
+    assert (d.cycleEarlyChars, d.cycleShortRepeats, d.cycleBlockRepeats, d.cycleCharRepeats) == (
+        300,
+        10,
+        4,
+        30,
+    )
+    assert (d.counterMinRepeats, d.counterMinChars, d.codeFenceFactor, d.codeFenceRepeatFactor) == (
+        5,
+        200,
+        2.0,
+        3.0,
     )
     assert (d.poolWindow, d.poolMinCoverage) == (30, 0.75)
     assert (d.linesWindow, d.linesMaxMedianChars, d.linesMinDuplicateRatio) == (50, 20, 0.7)

@@ -43,16 +43,25 @@ def test_cycle_fires_on_each_period_in_range_and_prunes_at_second_copy(period):
     assert hit.repeats >= 3
 
 
-def test_cycle_needs_three_copies_and_600_chars():
-    unit = _unit(150)
-    assert scan_text(PREAMBLE + unit * 2, "reasoning") == []  # two copies are not a loop
-    short = _unit(40)
-    # 3 copies of 40 chars = 120 chars: below the 600-char minimum
-    assert (
-        scan_text(PREAMBLE + short * 3 + "Then I ran the tests and they passed.", "reasoning") == []
-    )
-    hit = stream(PREAMBLE + short * 20, "reasoning")
-    assert hit is not None and hit.fired_at - hit.loop_start >= 600
+def test_two_copies_are_never_a_cycle():
+    for size in (40, 150, 900):
+        assert scan_text(PREAMBLE + _unit(size) * 2 + "Then the tests passed.", "reasoning") == []
+
+
+@pytest.mark.parametrize(
+    ("size", "copies"),
+    # short units: 10 copies; longer ones once their copies fill 300 chars; never under 3
+    [(12, 10), (20, 10), (40, 8), (60, 5), (100, 3), (250, 3)],
+)
+def test_copies_a_unit_with_words_needs(size, copies):
+    unit = _unit(size)
+    tail = "Then I ran the tests and they passed, so the change is complete."
+    assert scan_text(PREAMBLE + unit * (copies - 1) + tail, "reasoning") == []
+    hit = stream(PREAMBLE + unit * (copies + 200 // size + 2), "reasoning")
+    assert hit is not None and hit.rule == "cycle" and hit.period == size
+    assert hit.prune_offset == len(PREAMBLE) + size
+    # judged at the first checkpoint (every 128 chars) after the copies are there
+    assert copies * size <= hit.fired_at - len(PREAMBLE) < copies * size + 128 + 24
 
 
 def test_period_above_the_configured_maximum_is_not_a_cycle_unless_raised():
@@ -64,11 +73,13 @@ def test_period_above_the_configured_maximum_is_not_a_cycle_unless_raised():
     assert hits and hits[0].rule == "cycle" and hits[0].period == 4100
 
 
-def test_single_char_degeneration_is_caught_through_a_multiple_period():
+def test_single_letter_degeneration_keeps_one_letter():
     text = "Here is a simple example of Java Junit" + "o" * 800
     hit = stream(text, "text")
     assert hit is not None and hit.rule == "cycle"
-    assert hit.period == 16  # the smallest period in range that the run repeats with
+    assert hit.period == 1  # found through a multiple, reduced to the primitive period
+    assert hit.prune_offset == len("Here is a simple example of Java Junit") + 1
+    assert hit.fired_at <= 38 + 30 + 128  # 30 letters, then the next checkpoint
 
 
 def test_counter_loop_only_matches_with_digits_masked():
@@ -79,13 +90,24 @@ def test_counter_loop_only_matches_with_digits_masked():
     assert hit.period == len(body) + 3
 
 
-def test_counter_needs_more_copies_than_an_exact_cycle():
+def test_numbered_single_lines_are_an_enumeration_not_a_counter_loop():
+    # a numbered list or a log whose items differ only in their number is what was asked for
     body = "Step {n}: check the lock file, then retry the write once more.\n"
-    four = "".join(body.format(n=n) for n in range(10, 14))
-    assert scan_text(PREAMBLE + four, "text") == []
-    many = "".join(body.format(n=n) for n in range(10, 40))
+    many = "".join(body.format(n=n) for n in range(1, 60))
+    assert scan_text(PREAMBLE + many, "text") == []
+    assert scan_text(PREAMBLE + many, "reasoning") == []
+
+
+def test_a_step_block_restated_with_a_new_number_is_a_counter_loop():
+    block = "Step {n}:\nOpen the settings page.\nClick save and wait for the banner.\n\n"
+    four = "".join(block.format(n=n) for n in range(8, 12))
+    assert scan_text(PREAMBLE + four, "text") == []  # one copy more than a cycle's 4
+    many = "".join(block.format(n=n) for n in range(8, 40))  # 9 -> 10 changes the length
     hits = scan_text(PREAMBLE + many, "text")
     assert hits and hits[0].rule == "counter" and hits[0].repeats >= 5
+    # the one kept copy is the first block, found across the change from 9 to 10
+    assert hits[0].loop_start == len(PREAMBLE)
+    assert (PREAMBLE + many)[hits[0].loop_start : hits[0].prune_offset] == block.format(n=8)
 
 
 def test_cycle_evidence_shows_the_unit():

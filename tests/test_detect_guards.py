@@ -74,11 +74,17 @@ def test_repetitive_code_in_a_fence_is_held_to_a_stricter_threshold():
 
 
 def test_a_real_loop_inside_a_fence_is_still_caught():
-    head = "```cpp\n#include <llvm/MC/MCAsmInfo.h>\n#include <llvm/MC/MCInst.h>\n"
+    head = "#include <llvm/MC/MCAsmInfo.h>\n#include <llvm/MC/MCInst.h>\n"
     pair = "#include <llvm/Support/TargetSelect.h>\n#include <llvm/Support/TargetRegistry.h>\n"
-    hit = stream(head + pair * 40, "text")
-    assert hit is not None and hit.rule == "cycle"
-    assert hit.fired_at - hit.loop_start >= 1200  # the stricter minimum inside fences
+    fenced = stream("```cpp\n" + head + pair * 40, "text")
+    bare = stream("Includes:\n" + head + pair * 40, "text")
+    assert fenced is not None and fenced.rule == "cycle" and fenced.period == len(pair)
+    assert bare is not None and bare.period == len(pair)
+    # a two-line block fires after 4 copies, inside a fence after codeFenceRepeatFactor (3) x 4
+    fenced_copies = (fenced.fired_at - fenced.loop_start) / len(pair)
+    bare_copies = (bare.fired_at - bare.loop_start) / len(pair)
+    assert 3.5 <= bare_copies < 5
+    assert fenced_copies >= 11.5
 
 
 def test_quoting_the_same_code_twice_while_planning_an_edit():

@@ -71,7 +71,7 @@ def test_unknown_channel_is_an_error():
 def test_flush_judges_the_last_chars():
     # The shortest prefix of LOOP that is a loop only becomes one at its very end, past the last
     # checkpoint a stream reaches without flush.
-    length = next(n for n in range(600, len(LOOP)) if scan_text(LOOP[:n], "reasoning"))
+    length = next(n for n in range(1, len(LOOP)) if scan_text(LOOP[:n], "reasoning"))
     text = LOOP[:length]
     detector = StreamDetector()
     fed = [detector.feed("reasoning", text[i : i + 7]) for i in range(0, len(text), 7)]

@@ -27,9 +27,9 @@ def test_scan_data_dir_exit_1_and_one_line_per_hit():
         "t1s1",
         "seq 17",
         "reasoning",
-        "pool",
+        "cycle",
         "loop chars",
-        "cut at 333/5107",
+        "cut at 307/5107",  # before the first "Now." of the rotation
         "Now. OK.",
     ):
         assert part in a_line

@@ -22,9 +22,10 @@ def test_reasoning_pool_loop_in_a():
     [finding] = loops_of("a_reasoning_loop")
     assert (finding.kind, finding.source, finding.channel) == ("loop", "message", "reasoning")
     assert (finding.turn, finding.step, finding.seq, finding.block) == (1, 1, 17, 0)
-    assert finding.rule == "pool"
-    assert 300 <= finding.loop_start <= 310  # the 306-char preamble is not loop text
-    assert finding.prune_offset >= finding.loop_start
+    # "Now. OK. Emit. Producing." is a rotation of short phrases (exactly periodic here):
+    # it is cut where its first phrase appeared, keeping the 306-char preamble and no phrase
+    assert finding.rule == "cycle"
+    assert finding.loop_start == finding.prune_offset == 307
     assert finding.chars == 5107
     assert finding.loop_chars == 5107 - finding.prune_offset
     assert finding.excerpt.startswith("Now. OK. Emit.")
@@ -41,10 +42,13 @@ def test_verbatim_cycle_in_b():
     assert finding.loop_chars >= 121 * 8
 
 
-def test_stream_cut_counts_the_text_cycle_once():
+def test_stream_cut_counts_each_cycle_once():
+    # The message repeats a 45-char sentence 8 times in its reasoning and a 40-char one 20 times
+    # in its text; the failed attempt's partial reasoning (under 5 copies) is no finding.
     findings = loops_of("h_stream_cut")
     assert [(f.source, f.channel, f.rule, f.period) for f in findings] == [
-        ("message", "text", "cycle", 40)
+        ("message", "reasoning", "cycle", 45),
+        ("message", "text", "cycle", 40),
     ]
 
 

@@ -28,15 +28,24 @@ class _Strict(BaseModel):
 class DetectorConfig(_Strict):
     """Thresholds of the streaming loop detector (see docs/detector.md for the why of each)."""
 
-    # cycle: the tail is one unit repeated verbatim.
-    cycleMinPeriod: int = Field(16, ge=1, le=100_000)
+    # cycle: the tail is one unit repeated (digit runs and whitespace runs folded). How many
+    # copies make a loop depends on the unit (docs/detector.md): never fewer than
+    # cycleMinRepeats; a unit with words once its copies fill cycleEarlyChars, a short one
+    # after cycleShortRepeats, a block of sentences or lines after cycleBlockRepeats, one letter
+    # after cycleCharRepeats; any other unit (digits, lone marks) once cycleMinChars are filled.
+    cycleMinPeriod: int = Field(1, ge=1, le=100_000)
     cycleMaxPeriod: int = Field(4000, ge=2, le=100_000)
     cycleMinRepeats: float = Field(3.0, ge=2.0, le=1000)
     cycleMinChars: int = Field(600, ge=16, le=10_000_000)
-    # counter: like cycle, but copies only match once digits are masked; less certain, so
-    # it needs more copies before it fires.
+    cycleEarlyChars: int = Field(300, ge=16, le=10_000_000)
+    cycleShortRepeats: float = Field(10.0, ge=2.0, le=1000)
+    cycleBlockRepeats: float = Field(4.0, ge=2.0, le=1000)
+    cycleCharRepeats: int = Field(30, ge=2, le=100_000)
+    # counter: copies equal but for their numbers; only a loop for prose blocks and table rows
+    # (a counter template in code, data or a list is what the user asked for), and it needs
+    # one copy more than a cycle of the same unit, and at least this many.
     counterMinRepeats: float = Field(5.0, ge=2.0, le=1000)
-    counterMinChars: int = Field(900, ge=16, le=10_000_000)
+    counterMinChars: int = Field(200, ge=16, le=10_000_000)
     # A counter loop changes one number per copy (maybe shown twice); a log or a table of
     # measurements changes many, and is not a loop.
     counterMaxChangingNumbers: int = Field(2, ge=1, le=1000)
@@ -49,19 +58,25 @@ class DetectorConfig(_Strict):
     poolMaxPhrases: int = Field(12, ge=2, le=1000)
     poolMaxPhraseChars: int = Field(40, ge=2, le=10_000)
     poolMinDistinct: int = Field(2, ge=1, le=1000)
+    # chars from the pool's onset to where it fires: a short burst the model recovers from is
+    # not cut
+    poolMinChars: int = Field(300, ge=0, le=10_000_000)
     # lines: short lines that keep duplicating; a warning needs a second window to confirm.
     linesWindow: int = Field(50, ge=4, le=10_000)
     linesMaxMedianChars: int = Field(20, ge=1, le=10_000)
     linesMinDuplicateRatio: float = Field(0.7, gt=0.0, le=1.0)
     linesConfirmGap: int = Field(50, ge=1, le=100_000)
     # Inside ``` fences of the text channel, phrases and lines are structure, not loops, so the
-    # pool and lines rules skip them; cycle and counter still run, but need this many times
-    # their usual minimum of loop chars (code legitimately repeats blocks).
+    # pool and lines rules skip them, and counter templates never fire; cycle still runs, but
+    # needs codeFenceRepeatFactor times its usual copies and codeFenceFactor times the chars of
+    # its long-run rule (code legitimately repeats lines).
     codeFenceFactor: float = Field(2.0, ge=1.0, le=100)
+    codeFenceRepeatFactor: float = Field(3.0, ge=1.0, le=100)
     # The safe watermark holds back any suffix that already occurred one period earlier, since
     # the start of a second copy looks just like one: zero loop chars reach a client, for about
     # one delta of lag on healthy text. Raising this releases chance recurrences shorter than
-    # it at once, and lets at most that many chars of a second copy through.
+    # it at once, and lets at most that many chars of a second copy through (counted as periods
+    # are, with a run of digits or whitespace as one char).
     holdMinRecurrence: int = Field(1, ge=1, le=64)
 
     @model_validator(mode="after")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ LABELS = ("loop", "normal", "borderline")
 # Loop excerpts shorter than this are continued by repeating their looping part, so that a
 # detector is not asked to judge a few hundred chars a real stream would have continued.
 MIN_LOOP_CHARS = 1200
+# A prune point may sit this many chars past one copy of the unit: the cut is moved to a line or
+# sentence start, and indentation or a short line ending can lie in between.
+ALIGN_SLACK = 16
 
 
 class CorpusError(ValueError):
@@ -42,6 +46,60 @@ class Record:
             return self.text
         copies = -(-MIN_LOOP_CHARS // len(looping))  # ceil
         return self.text[: self.onset] + looping * copies
+
+    def allowed_copy(self) -> int:
+        """Chars of loop text a cut may keep after the onset: one copy of the unit for a
+        periodic loop, nothing for a phrase pool.
+
+        The unit is that of the loop as scored: a short excerpt is continued by repeating its
+        looping part, and then that part (trailer and all) is what the stream repeats."""
+        if self.label != "loop" or self.onset is None or self.kind == "pool":
+            return 0
+        looping = self.scored_text()[self.onset :]
+        # A labelled onset may sit a few chars before the copies line up (a prompt glyph, a
+        # partial token): take the best of the first few start offsets.
+        return min(
+            skip + unit_length(looping[skip:], counter=self.kind == "counter")
+            for skip in range(min(ALIGN_SLACK + 1, len(looping)))
+        )
+
+
+def unit_length(looping: str, counter: bool = False) -> int:
+    """Length of the first copy of the repeating unit at the start of ``looping``.
+
+    The unit is the period of the longest prefix that holds two copies (1.5 when the excerpt
+    holds fewer); for a counter loop digit runs count as one char (the copies' numbers differ),
+    and the length returned is the raw one."""
+    if counter:
+        pieces, starts = [], []
+        for match in re.finditer(r"[0-9]+|[^0-9]+", looping):
+            token = match.group()
+            if token[0].isdigit():
+                pieces.append("0")
+                starts.append(match.start())
+            else:
+                pieces.append(token)
+                starts.extend(range(match.start(), match.end()))
+        folded = "".join(pieces)
+    else:
+        folded, starts = looping, list(range(len(looping)))
+    n = len(folded)
+    if n < 2:
+        return len(looping)
+    border = [0] * n  # KMP prefix function
+    k = 0
+    for i in range(1, n):
+        while k and folded[i] != folded[k]:
+            k = border[k - 1]
+        if folded[i] == folded[k]:
+            k += 1
+        border[i] = k
+    for need in (2.0, 1.5):
+        for m in range(n, 1, -1):
+            period = m - border[m - 1]
+            if m >= need * period:
+                return starts[period] if period < n else len(looping)
+    return len(looping)
 
 
 def load_corpus(path: str | Path) -> list[Record]:
@@ -98,6 +156,7 @@ class Verdict:
     rule: str | None
     prune_offset: int | None
     scored_chars: int
+    allowed_copy: int = 0  # chars of loop text the cut may keep (one copy of a periodic unit)
 
     @property
     def fired(self) -> bool:
@@ -118,6 +177,14 @@ class Verdict:
         return max(0, self.fired_at - self.record.onset)
 
     @property
+    def kept_beyond_copy(self) -> int | None:
+        """Loop chars the cut keeps beyond the one copy it may keep (pools: beyond the onset);
+        the target is 0 up to ``ALIGN_SLACK``."""
+        if not self.fired or self.record.onset is None or self.prune_offset is None:
+            return None
+        return max(0, self.prune_offset - self.record.onset - self.allowed_copy)
+
+    @property
     def early(self) -> bool:
         """Fired before the labelled onset (on coherent text, unless it saw a pool's lead-in)."""
         return self.fired and self.record.onset is not None and self.fired_at < self.record.onset
@@ -135,6 +202,8 @@ class Verdict:
             "prune_offset": self.prune_offset,
             "onset": self.record.onset,
             "delay": self.delay,
+            "allowed_copy": self.allowed_copy if self.record.label == "loop" else None,
+            "kept_beyond_copy": self.kept_beyond_copy,
             "early": self.early,
             "chars": self.scored_chars,
         }
@@ -143,17 +212,18 @@ class Verdict:
 def judge(record: Record, config: DetectorConfig, rng: random.Random) -> Verdict:
     """Stream one record through a fresh detector in random 2-6 char deltas."""
     text = record.scored_text()
+    allowed = record.allowed_copy()
     detector = StreamDetector(config, watch="both")
     consumed = 0
     for delta in random_deltas(text, rng):
         consumed += len(delta)
         hit = detector.feed(record.channel, delta)
         if hit is not None:
-            return Verdict(record, consumed, hit.rule, hit.prune_offset, len(text))
+            return Verdict(record, consumed, hit.rule, hit.prune_offset, len(text), allowed)
     hit = detector.flush(record.channel)
     if hit is not None:
-        return Verdict(record, consumed, hit.rule, hit.prune_offset, len(text))
-    return Verdict(record, None, None, None, len(text))
+        return Verdict(record, consumed, hit.rule, hit.prune_offset, len(text), allowed)
+    return Verdict(record, None, None, None, len(text), allowed)
 
 
 @dataclass(slots=True)
@@ -169,7 +239,18 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        return all(v.correct for v in self.verdicts)
+        return all(v.correct for v in self.verdicts) and not self.over_slack()
+
+    def kept_beyond(self) -> dict[str, int]:
+        """Per loop record that fired: loop chars kept beyond one copy of its unit."""
+        return {
+            v.record.id: v.kept_beyond_copy
+            for v in self.verdicts
+            if v.record.label == "loop" and v.kept_beyond_copy is not None
+        }
+
+    def over_slack(self) -> list[str]:
+        return [k for k, chars in self.kept_beyond().items() if chars > ALIGN_SLACK]
 
     def delay_stats(self) -> dict[str, float | None]:
         if not self.delays:
@@ -187,6 +268,12 @@ class Summary:
             "normals": self.normals,
             "false_positives": self.false_positives,
             "delay": self.delay_stats(),
+            "kept_beyond_copy": {
+                "total": sum(self.kept_beyond().values()),
+                "max": max(self.kept_beyond().values(), default=0),
+                "over_slack": self.over_slack(),
+                "slack": ALIGN_SLACK,
+            },
             "onset_zero_delays": {
                 v.record.id: v.delay
                 for v in self.verdicts

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from looprescue.commands.common import SET_HELP, parse_settings
 from looprescue.config import ConfigError, load_config
-from looprescue.corpus import CorpusError, Summary, evaluate, load_corpus
+from looprescue.corpus import ALIGN_SLACK, CorpusError, Summary, evaluate, load_corpus
 
 
 def register(app: typer.Typer) -> None:
@@ -27,9 +27,11 @@ def eval_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random 2-6 char delta split."),
     settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
 ) -> None:
-    """Score the detector on a corpus: recall on loops, false positives on normal texts, delay.
+    """Score the detector on a corpus: recall on loops, false positives on normal texts, delay,
+    and loop text a cut keeps beyond one copy of the unit.
 
-    Exit code 1 if any record is misjudged, 2 if the corpus or config cannot be read.
+    Exit code 1 if any record is misjudged or a cut keeps loop text beyond one copy (past the
+    alignment slack), 2 if the corpus or config cannot be read.
     """
     try:
         cfg = load_config(config, parse_settings(settings))
@@ -50,10 +52,9 @@ def eval_command(
 def _print_table(summary: Summary) -> None:
     console = Console(width=max(Console().width, 140))
     table = Table(title="loop detector on corpus", show_lines=False)
-    for column in ("id", "label", "chan", "verdict", "rule", "consumed", "prune", "onset", "delay"):
-        table.add_column(
-            column, justify="right" if column in ("consumed", "prune", "onset", "delay") else "left"
-        )
+    numeric = ("consumed", "prune", "onset", "delay", "beyond")
+    for column in ("id", "label", "chan", "verdict", "rule", *numeric):
+        table.add_column(column, justify="right" if column in numeric else "left")
     for v in summary.verdicts:
         if v.record.label == "borderline":
             verdict = "[yellow]fired[/yellow]" if v.fired else "[yellow]quiet[/yellow]"
@@ -73,6 +74,7 @@ def _print_table(summary: Summary) -> None:
             _num(v.prune_offset),
             _num(v.record.onset),
             _num(v.delay),
+            _beyond(v.kept_beyond_copy),
         )
     console.print(table)
     data = summary.to_dict()
@@ -87,6 +89,12 @@ def _print_table(summary: Summary) -> None:
     console.print(
         f"detection delay (chars after onset): median {delay['median']}, p90 {delay['p90']}, "
         f"max {delay['max']}"
+    )
+    kept = data["kept_beyond_copy"]
+    console.print(
+        f"loop text kept beyond one copy of the unit (pools: beyond the onset): total "
+        f"{kept['total']} chars, max {kept['max']} (slack {kept['slack']} for aligning the cut)"
+        + (f"; over the slack: {', '.join(kept['over_slack'])}" if kept["over_slack"] else "")
     )
     if data["onset_zero_delays"]:
         console.print(
@@ -107,3 +115,9 @@ def _print_table(summary: Summary) -> None:
 
 def _num(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+def _beyond(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"[red]{value}[/red]" if value > ALIGN_SLACK else str(value)

@@ -1,10 +1,23 @@
-"""The bounded text window a channel keeps: raw text and its digit-masked twin."""
+"""The bounded text window a channel keeps: the raw text and its folded twin.
+
+The folded view is what periodicity is judged on: every number (a run of up to ``NUMBER_DIGITS``
+digits; longer runs keep their further digits) becomes one ``0``. So ``Step 9: …`` and
+``Step 10: …`` are the same copy (a counter loop stays periodic when its number grows a digit),
+and a chant of digits with no separator is still a chant. Folded offsets map back to raw ones
+through the list of numbers that folding shortened (one entry per multi-digit number).
+"""
 
 from __future__ import annotations
 
 import codecs
+import re
+from bisect import bisect_right
 
-from looprescue.detect.text import mask_digits
+# Digits of one number; a longer digit run is not a number that counts up but digits repeated.
+NUMBER_DIGITS = 8
+_NUMBERS = re.compile(rf"(?<![0-9])[0-9]{{1,{NUMBER_DIGITS}}}")
+_DIGIT_HEAD = re.compile(r"[0-9]+")
+_DIGIT_TAIL = re.compile(r"[0-9]+$")
 
 
 def _fold_to_byte(err: UnicodeEncodeError) -> tuple[str, int]:
@@ -18,6 +31,11 @@ def _fold_to_byte(err: UnicodeEncodeError) -> tuple[str, int]:
 codecs.register_error("looprescue-fold", _fold_to_byte)
 
 
+def fold(text: str) -> str:
+    """Every number to one ``0`` (the folded view of ``text``)."""
+    return _NUMBERS.sub("0", text)
+
+
 class TextWindow:
     """The text of a channel from ``keep`` chars before the last checkpoint on.
 
@@ -27,59 +45,199 @@ class TextWindow:
     and memory stays bounded.
     """
 
-    __slots__ = ("base", "end", "keep", "masked", "masked_bytes", "pending", "raw", "slack")
+    __slots__ = (
+        "_run_len",
+        "_run_ph",
+        "_run_start",
+        "base",
+        "end",
+        "fbase",
+        "fbytes",
+        "fend",
+        "folded",
+        "keep",
+        "pending",
+        "raw",
+        "run_fph",
+        "run_rend",
+        "run_rstart",
+        "slack",
+        "synced",
+    )
 
     def __init__(self, keep: int, slack: int = 2048) -> None:
         self.keep = keep
         self.slack = slack
         self.raw = ""
-        self.masked = ""
-        # The masked text folded to one byte per char: substring search on bytes is several
-        # times faster than on a str holding CJK text, and such searches are the rules' and the
-        # watermark's main cost. Matches found there are confirmed on ``masked``.
-        self.masked_bytes = bytearray()
         self.base = 0  # absolute offset of raw[0]
         self.end = 0  # absolute offset after the last char received
+        self.synced = 0  # absolute offset up to which ``raw`` and ``folded`` are built
         self.pending: list[str] = []  # deltas received but not joined yet
+        self.folded = ""
+        # The folded text as one byte per char: substring search on bytes is several times
+        # faster than on a str holding CJK text, and such searches are the periodic rule's and
+        # the watermark's main cost. Matches found there are confirmed on ``folded``.
+        self.fbytes = bytearray()
+        self.fbase = 0  # absolute folded offset of folded[0]
+        self.fend = 0  # absolute folded offset after the last folded char
+        # Runs that folding shortened: folded offset of their placeholder, raw span.
+        self.run_fph: list[int] = []
+        self.run_rstart: list[int] = []
+        self.run_rend: list[int] = []
+        # The number the text ends in, if any (it may go on in the next delta).
+        self._run_start = 0
+        self._run_ph = 0
+        self._run_len = 0
 
+    # -- receiving ------------------------------------------------------------------------
     def sync(self) -> None:
         """Join the deltas received since the last call into the held text."""
         if not self.pending:
             return
         new = "".join(self.pending)
         self.pending.clear()
+        if not new:
+            return
+        start = self.synced
+        self.synced = start + len(new)
         # Drop the attribute's reference first so CPython can grow the string in place.
         raw, self.raw = self.raw, ""
         raw += new
-        new_masked = mask_digits(new)
-        masked, self.masked = self.masked, ""
-        masked += new_masked
-        self.raw, self.masked = raw, masked
-        self.masked_bytes += new_masked.encode("latin-1", "looprescue-fold")
+        self.raw = raw
+        skip = 0
+        if self._run_len and "0" <= new[0] <= "9":
+            # The trailing number goes on: its placeholder is already there.
+            skip = _DIGIT_HEAD.match(new).end()  # type: ignore[union-attr]
+            absorbed = min(skip, max(0, NUMBER_DIGITS - self._run_len))
+            if absorbed:
+                self._extend_run(self._run_start + self._run_len + absorbed)
+            self._run_len += skip
+            if absorbed < skip:  # digits past a number's length are kept as they are
+                self._append_raw(new[absorbed:skip])
+        if skip < len(new):
+            self._append_folded(new[skip:], start + skip)
 
+    def _extend_run(self, run_end: int) -> None:
+        if self.run_rstart and self.run_rstart[-1] == self._run_start:
+            self.run_rend[-1] = run_end
+        else:
+            self.run_fph.append(self._run_ph)
+            self.run_rstart.append(self._run_start)
+            self.run_rend.append(run_end)
+
+    def _append_raw(self, digits: str) -> None:
+        folded, self.folded = self.folded, ""
+        folded += digits
+        self.folded = folded
+        self.fbytes += digits.encode("ascii")
+        self.fend += len(digits)
+
+    def _append_folded(self, piece: str, raw_start: int) -> None:
+        fstart = self.fend
+        # One pass over the numbers builds the folded piece and the shortened-run entries.
+        parts: list[str] = []
+        last = removed = 0
+        fph, rstart, rend = self.run_fph, self.run_rstart, self.run_rend
+        for match in _DIGIT_HEAD.finditer(piece):
+            begin, end = match.span()
+            parts.append(piece[last:begin])
+            size = end - begin
+            if size == 1:
+                parts.append("0")
+            else:
+                cut = begin + min(size, NUMBER_DIGITS)
+                fph.append(fstart + begin - removed)
+                rstart.append(raw_start + begin)
+                rend.append(raw_start + cut)
+                removed += cut - begin - 1
+                parts.append("0" + piece[cut:end])  # digits past a number's length stay
+            last = end
+        if parts:
+            parts.append(piece[last:])
+            folded_piece = "".join(parts)
+        else:
+            folded_piece = piece
+        folded, self.folded = self.folded, ""
+        folded += folded_piece
+        self.folded = folded
+        self.fbytes += folded_piece.encode("latin-1", "looprescue-fold")
+        self.fend = fstart + len(folded_piece)
+        if "0" <= piece[-1] <= "9":
+            size = len(_DIGIT_TAIL.search(piece).group())  # type: ignore[union-attr]
+            self._run_start = raw_start + len(piece) - size
+            self._run_len = size
+            # the number's placeholder: the last folded char unless digits past it were kept
+            self._run_ph = self.fend - 1 - max(0, size - NUMBER_DIGITS)
+        else:
+            self._run_len = 0
+
+    # -- forgetting -----------------------------------------------------------------------
     def trim(self, done: int) -> None:
         """Forget text more than ``keep`` chars behind ``done`` (the offset rules have reached).
 
         Rules never look further back than ``keep`` from the checkpoint they run at, so what
         they see does not depend on when trimming happened (i.e. on the chunking)."""
         excess = done - self.keep - self.base
-        if excess > self.slack:
-            self.raw = self.raw[excess:]
-            self.masked = self.masked[excess:]
-            del self.masked_bytes[:excess]
-            self.base += excess
+        if excess <= self.slack:
+            return
+        new_base = self.base + excess
+        new_fbase = self.folded_of(new_base)
+        self.raw = self.raw[excess:]
+        self.base = new_base
+        fexcess = new_fbase - self.fbase
+        self.folded = self.folded[fexcess:]
+        del self.fbytes[:fexcess]
+        self.fbase = new_fbase
+        # Runs entirely before the new base are no longer needed for mapping.
+        drop = bisect_right(self.run_rend, new_base)
+        if drop:
+            del self.run_fph[:drop], self.run_rstart[:drop], self.run_rend[:drop]
 
-    def rfind_masked(self, start: int, stop: int, lo: int, hi: int) -> int:
-        """Like ``masked.rfind(masked[start:stop], lo, hi)`` (window-relative offsets)."""
-        data, masked = self.masked_bytes, self.masked
-        needle, text = data[start:stop], masked[start:stop]
-        lo = max(lo, 0)
-        while True:
-            found = data.rfind(needle, lo, hi)
-            if found < 0 or masked.startswith(text, found):
-                return found
-            hi = found + len(needle) - 1  # a hash collision: look further back
+    # -- mapping --------------------------------------------------------------------------
+    def folded_of(self, offset: int) -> int:
+        """Folded chars produced by the raw text before absolute ``offset``."""
+        k = bisect_right(self.run_rstart, offset) - 1
+        if k < 0:
+            return self._first_delta() + offset
+        if offset <= self.run_rstart[k]:
+            return self.run_fph[k]
+        if offset <= self.run_rend[k]:
+            return self.run_fph[k] + 1
+        return self.run_fph[k] + 1 + (offset - self.run_rend[k])
 
+    def raw_of(self, folded: int) -> int:
+        """Raw offset where folded char ``folded`` begins (a run's first char for its
+        placeholder); ``fend`` maps to ``end``."""
+        k = bisect_right(self.run_fph, folded) - 1
+        if k < 0:
+            return folded - self._first_delta()
+        if folded == self.run_fph[k]:
+            return self.run_rstart[k]
+        return self.run_rend[k] + (folded - self.run_fph[k] - 1)
+
+    def _first_delta(self) -> int:
+        """folded - raw before the first remembered run (the shift of everything trimmed)."""
+        if self.run_fph:
+            # before run 0 the two views advance together
+            return self.run_fph[0] - self.run_rstart[0]
+        return self.fend - self.synced
+
+    # -- reading --------------------------------------------------------------------------
     def slice(self, start: int, stop: int) -> str:
         """Raw text between two absolute offsets (clipped to what is still held)."""
         return self.raw[max(0, start - self.base) : max(0, stop - self.base)]
+
+    def fslice(self, start: int, stop: int) -> str:
+        """Folded text between two absolute folded offsets (clipped to what is held)."""
+        return self.folded[max(0, start - self.fbase) : max(0, stop - self.fbase)]
+
+    def rfind_folded(self, start: int, stop: int, lo: int, hi: int) -> int:
+        """Like ``folded.rfind(folded[start:stop], lo, hi)``, window-relative offsets."""
+        data, folded = self.fbytes, self.folded
+        needle, text = data[start:stop], folded[start:stop]
+        lo = max(lo, 0)
+        while True:
+            found = data.rfind(needle, lo, hi)
+            if found < 0 or folded.startswith(text, found):
+                return found
+            hi = found + len(needle) - 1  # a hash collision: look further back

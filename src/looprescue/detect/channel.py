@@ -30,10 +30,10 @@ class ChannelDetector:
         # searched one period back) plus room for a paragraph probe.
         keep = 2 * cfg.cycleMaxPeriod + cfg.paragraphMinChars + 4 * STRIDE
         self._win = TextWindow(keep)
-        self._periodic = PeriodicRule(channel, cfg, cfg.codeFenceFactor if structural else 1.0)
+        self._periodic = PeriodicRule(channel, cfg, fence_guard=structural)
         self._pool = PoolRule(channel, cfg)
         self._lines = LinesRule(channel, cfg)
-        self._paragraph = ParagraphRule(channel, cfg) if structural else None
+        self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
             self._pool.on_sentence,
@@ -43,6 +43,7 @@ class ChannelDetector:
             long_sentence=4 * cfg.poolMaxPhraseChars + 64,
         )
         self._done = 0  # offset up to which every rule has run
+        self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
         self.hit: Hit | None = None
         self._reported = False
 
@@ -52,15 +53,21 @@ class ChannelDetector:
 
     def feed(self, delta: str) -> Hit | None:
         """Take a delta; return a hit not reported before (found now or by ``safe_offset``)."""
-        # The hot path: a list append and a compare (this runs for every delta).
+        # The hot path: a list append and a compare (this runs for every delta;
+        # StreamDetector.feed repeats these lines to save a call).
         if self.hit is None:
             win = self._win
             win.pending.append(delta)
             win.end += len(delta)
             # A checkpoint is processed once one char past it has arrived (look-ahead for an
             # English full stop), so rules see the same text whatever the chunking.
-            if win.end <= self._done + STRIDE:
+            if win.end <= self.wait_until:
                 return None
+        return self.advance()
+
+    def advance(self) -> Hit | None:
+        """Run the checkpoints the received text allows; return a hit not reported before."""
+        if self.hit is None:
             self._advance(final=False, eager=False)
         return self._report()
 
@@ -91,9 +98,11 @@ class ChannelDetector:
             else:
                 break
             self._done = checkpoint
+        self.wait_until = self._done + STRIDE
         if eager and self.hit is None:
             self.hit = self._segmenter.scan_to(win, win.end - 1)
         win.trim(self._done)
+        self._segmenter.forget_fences_before(win.base)
 
     def _checkpoint(self, cp: int, final: bool) -> Hit | None:
         win = self._win
@@ -101,7 +110,7 @@ class ChannelDetector:
         if hit is None and self._paragraph is not None:
             hit = self._paragraph.at_checkpoint(win, cp)
         if hit is None:
-            hit = self._periodic.at_checkpoint(win, cp, self._segmenter.in_fence)
+            hit = self._periodic.at_checkpoint(win, cp, self._segmenter)
         return hit
 
     def safe_offset(self) -> int:
@@ -115,7 +124,7 @@ class ChannelDetector:
         tail, tail_start = self._segmenter.tail(win)
         line_tail, line_start = self._segmenter.line_tail(win)
         return min(
-            self._periodic.safe_offset(win, end),
+            self._periodic.safe_offset(win),
             self._pool.safe_offset(tail, tail_start, end),
             self._lines.safe_offset(line_tail, line_start, end),
         )

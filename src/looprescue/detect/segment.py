@@ -6,6 +6,7 @@ sentence only before whitespace), so the same text gives the same units in any c
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 
 from looprescue.detect.buffer import TextWindow
@@ -52,6 +53,10 @@ class Segmenter:
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
         self.in_fence = False
+        # Offsets where a fence line ended (the state flips there), for asking later whether
+        # some offset was fenced; marks older than the window are folded into a parity.
+        self._fence_marks: list[int] = []
+        self._fence_parity = 0
         self.scanned = 0  # offset up to which boundaries have been processed
         if on_line_start is not None:
             on_line_start(0)
@@ -123,11 +128,22 @@ class Segmenter:
             hit = self._on_line(line, start, end)
         if kind is LineKind.FENCE:
             self.in_fence = not self.in_fence
+            self._fence_marks.append(end)
         self.line_from = end
         self._line_kind = None
         if self._on_line_start is not None and not self.in_fence:
             self._on_line_start(end)
         return hit
+
+    def fenced(self, offset: int) -> bool:
+        """Whether the char at ``offset`` (already scanned) lies inside a ``` fence."""
+        return (bisect_right(self._fence_marks, offset) + self._fence_parity) % 2 == 1
+
+    def forget_fences_before(self, offset: int) -> None:
+        drop = bisect_right(self._fence_marks, offset)
+        if drop:
+            self._fence_parity = (self._fence_parity + drop) % 2
+            del self._fence_marks[:drop]
 
     def tail(self, win: TextWindow) -> tuple[str, int]:
         """The unfinished sentence (text after the last boundary) and its start offset."""

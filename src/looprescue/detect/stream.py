@@ -39,8 +39,7 @@ class StreamDetector:
         self._bind()
 
     def _bind(self) -> None:
-        # feed() runs for every delta: look the bound method up once, not per call.
-        self._feeders = {ch: det.feed for ch, det in self._channels.items() if self.watches(ch)}
+        self._watched = {ch: det for ch, det in self._channels.items() if self.watches(ch)}
 
     def watches(self, channel: Channel) -> bool:
         return self.watch == "both" or self.watch == channel
@@ -52,9 +51,16 @@ class StreamDetector:
             raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}") from None
 
     def feed(self, channel: Channel, delta: str) -> Hit | None:
-        feeder = self._feeders.get(channel)
-        if feeder is not None:
-            return feeder(delta)
+        detector = self._watched.get(channel)
+        if detector is not None:
+            # ChannelDetector.feed's hot path, inlined: this runs for every delta.
+            if detector.hit is None:
+                win = detector._win
+                win.pending.append(delta)
+                win.end += len(delta)
+                if win.end <= detector.wait_until:
+                    return None
+            return detector.advance()
         self._channel(channel)  # raises on an unknown channel name
         self._consumed_unwatched[channel] += len(delta)
         return None

@@ -17,10 +17,10 @@ def mask_digits(text: str) -> str:
 
 # A Chinese full stop / ！？ always ends a sentence; an English .!? only before whitespace, so
 # "3.5", "e.g.x" and file names do not split. A newline always ends a sentence and a line.
-SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s)|\n")
+SENTENCE_END = re.compile(r"[。！？\ufffd]|[.!?](?=\s)|\n")
 
 _LIST_ITEM = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
-_PUNCT = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-"
+_PUNCT = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-\ufffd"
 
 
 # Stands in for a sentence too long to be a phrase: it is judged by its length alone.
@@ -55,13 +55,24 @@ def classify_line(stripped: str) -> LineKind:
     return LineKind.PROSE
 
 
+# A counter label in front of a phrase: "Day 3: ", "Week 12 - ", "Step 4) ".
+_COUNTER_LABEL = re.compile(r"[^\W\d_]{1,12}[ \t]*[0-9]{1,4}[ \t]*[:.)-][ \t]+")
+
+
 def normalize_phrase(sentence: str) -> str:
-    """Canonical form of a short sentence for phrase-pool counting ("OK." == "ok")."""
+    """Canonical form of a short sentence for phrase-pool counting ("OK." == "ok"): inner
+    whitespace is one space, and a counter label in front is dropped ("Day 3: Rest" ==
+    "Day 12: rest"), so a counted list whose items come from a handful is a pool."""
     # Strip runs of whitespace and punctuation from both ends (str.strip works in C; two
     # passes suffice unless whitespace and punctuation alternate).
     text = sentence.strip().strip(_PUNCT)
     while text and (text[0].isspace() or text[-1].isspace()):
         text = text.strip().strip(_PUNCT)
+    if "  " in text or "\n" in text or "\t" in text:
+        text = " ".join(text.split())
+    label = _COUNTER_LABEL.match(text)
+    if label:
+        text = text[label.end() :].strip(_PUNCT)
     return text.casefold()
 
 

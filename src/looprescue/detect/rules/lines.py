@@ -5,6 +5,11 @@ and at least ``linesMinDuplicateRatio`` of lines having an exact duplicate in th
 warning; a second matching window at least ``linesConfirmGap`` lines later confirms, and only a
 confirmation fires. The two-window confirmation is what keeps refrains, checklists and logs
 with a recurring short line from firing: those recover, a loop does not.
+
+Prune point: where the batch of duplicated lines first appeared (``UnitRun.onset``). A line of
+more than twice the median limit can never be part of the batch and ends the run; a batch is
+at most a third of the window in distinct lines (more, and the window could not hold two of
+each at the duplicate ratio).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections import deque
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.streak import FirstChars, RepeatStreak
+from looprescue.detect.streak import UnitRun
 from looprescue.detect.text import excerpt
 
 
@@ -22,6 +27,7 @@ class LinesRule:
         self._channel = channel
         self._size = cfg.linesWindow
         self._max_median = cfg.linesMaxMedianChars
+        self._max_line = 2 * cfg.linesMaxMedianChars
         self._need = cfg.linesMinDuplicateRatio * cfg.linesWindow
         self._gap = cfg.linesConfirmGap
         self._window: deque[tuple[str, int]] = deque()
@@ -30,12 +36,12 @@ class LinesRule:
         self._short = 0  # window lines no longer than the median limit
         self._seen = 0  # lines counted so far
         self._warned_at: int | None = None
-        self._streak = RepeatStreak(cfg.linesMinDuplicateRatio)
-        self._first_chars = FirstChars()  # of the lines in the window
+        self._run = UnitRun(
+            cfg.linesMinDuplicateRatio, max(2, cfg.linesWindow // 3), 2 * cfg.linesWindow
+        )
 
     def on_line(self, line: str, start: int, end: int) -> Hit | None:
-        repeat = line in self._counts
-        self._streak.add(repeat, start)
+        self._run.add(line if len(line) <= self._max_line else None, start)
         self._add(line, start)
         self._seen += 1
         if len(self._window) > self._size:
@@ -50,13 +56,15 @@ class LinesRule:
         if self._warned_at is None:
             self._warned_at = self._seen
             return None
-        if self._seen - self._warned_at >= self._gap and self._streak.start is not None:
-            return self._hit(end)
+        if self._seen - self._warned_at >= self._gap:
+            members = {ln for ln, n in self._counts.items() if n >= 2}
+            onset = self._run.onset(members)
+            if onset is not None:
+                return self._hit(onset, end, members)
         return None
 
     def _add(self, line: str, start: int) -> None:
         self._window.append((line, start))
-        self._first_chars.add(line)
         n = self._counts.get(line, 0) + 1
         self._counts[line] = n
         self._duplicated += 2 if n == 2 else (1 if n > 2 else 0)
@@ -64,7 +72,6 @@ class LinesRule:
             self._short += 1
 
     def _remove(self, line: str, _start: int) -> None:
-        self._first_chars.remove(line)
         n = self._counts[line] - 1
         if n:
             self._counts[line] = n
@@ -74,30 +81,24 @@ class LinesRule:
         if len(line) <= self._max_median:
             self._short -= 1
 
-    def _hit(self, end: int) -> Hit:
-        dups = sorted(
-            (ln for ln, n in self._counts.items() if n >= 2), key=lambda ln: -self._counts[ln]
-        )[:6]
-        prune = self._window[0][1] if self._streak.start is None else self._streak.start
+    def _hit(self, onset: int, end: int, members: set[str]) -> Hit:
+        dups = sorted(members, key=lambda ln: (-self._counts[ln], ln))[:6]
         return Hit(
             rule="lines",
             channel=self._channel,
-            prune_offset=prune,
-            loop_start=prune,
+            prune_offset=onset,
+            loop_start=onset,
             fired_at=end,
-            repeats=round(self._duplicated / max(1, len(dups)), 2),
+            repeats=round(self._duplicated / max(1, len(members)), 2),
             period=None,
             evidence=excerpt(" / ".join(dups)),
         )
 
     def safe_offset(self, tail: str, tail_start: int, end: int) -> int:
-        if self._streak.start is not None:
-            return self._streak.start
+        held = self._run.hold_from()
+        if held is not None:
+            return held
         head = tail.strip()
-        if (
-            head
-            and head[0] in self._first_chars
-            and any(line.startswith(head) for line in self._counts)
-        ):
+        if head and len(head) <= self._max_line:
             return tail_start + (len(tail) - len(tail.lstrip()))
         return end

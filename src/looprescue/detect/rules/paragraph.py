@@ -5,16 +5,20 @@ arrive; a second verbatim copy of ``paragraphMinChars`` chars of prose, starting
 is already a loop signal in visible text. Only prose counts: long lines (wrapped paragraphs,
 not lyrics), mostly letters, with sentence punctuation. Code, logs, lists and quoted blocks are
 left to the stricter ``cycle`` rule, because quoting the same code twice is legitimate.
+
+The match only says that the repetition is there; the hit itself (how far back it really starts,
+its unit, the cut after one copy) is made by the periodic rule, so a paragraph loop is pruned
+exactly as a cycle is.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Protocol
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
-from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.text import excerpt
+from looprescue.detect.hits import Hit
 
 MIN_LETTER_RATIO = 0.6  # of non-space chars; code and logs sit well below
 MIN_MEDIAN_LINE = 60  # chars; verse and checklists have short lines
@@ -31,9 +35,15 @@ def _is_prose(text: str) -> bool:
     return sum(text.count(mark) for mark in SENTENCE_MARKS) >= 2
 
 
+class HitMaker(Protocol):
+    def hit_for(
+        self, win: TextWindow, rule: str, lag: int, end: int, cp: int, known: int
+    ) -> Hit | None: ...
+
+
 class ParagraphRule:
-    def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
-        self._channel = channel
+    def __init__(self, cfg: DetectorConfig, periodic: HitMaker) -> None:
+        self._periodic = periodic
         self._min_chars = cfg.paragraphMinChars
         self._max_lag = cfg.cycleMaxPeriod
         self._line_starts: deque[int] = deque()
@@ -62,14 +72,10 @@ class ParagraphRule:
             horizon = max(0, cp - win.keep - base)
             found = raw.rfind(probe, max(horizon, begin - self._max_lag), begin)
             if found >= 0:
-                return Hit(
-                    rule="paragraph",
-                    channel=self._channel,
-                    prune_offset=begin + base,
-                    loop_start=found + base,
-                    fired_at=cp,
-                    repeats=2.0,
-                    period=begin - found,
-                    evidence=excerpt(probe),
+                second, stop = win.folded_of(begin + base), win.folded_of(begin + base + need)
+                hit = self._periodic.hit_for(
+                    win, "paragraph", second - win.folded_of(found + base), stop, cp, stop - second
                 )
+                if hit is not None:
+                    return hit
         return None

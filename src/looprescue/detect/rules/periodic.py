@@ -1,44 +1,90 @@
 """Rules ``cycle`` and ``counter``: the tail of the stream is one unit repeated.
 
-``cycle`` needs copies that are identical character for character; ``counter`` needs copies
-that are identical once digits are masked (``Step 12: …`` / ``Step 13: …``), and because that
-is less certain it needs more copies before it fires.
+Both are judged on the folded text (digit runs and whitespace runs collapsed, see
+``buffer.py``), where a counter loop (``Step 9: …``, ``Step 10: …``) and copies that differ only
+in line breaks are exactly periodic. ``cycle`` needs copies whose numbers are the same too;
+``counter`` is the rest, and fires only for shapes that are not a legitimate enumeration.
+
+Why a repeated unit is a loop, and how many copies that takes (``copies_needed``):
+
+* layout (rules, borders, table separators, whitespace) repeated is never a loop;
+* a unit with words repeated back to back is: a short one after ``cycleShortRepeats`` copies
+  (10 copies of one phrase is what a person spots as "stuck"), a longer one once its copies fill
+  ``cycleEarlyChars``, a block of several sentences or lines after ``cycleBlockRepeats`` copies,
+  never fewer than ``cycleMinRepeats``; one letter after ``cycleCharRepeats``;
+* digits alone (a chant of digits) count as words do;
+* anything else (numbers with punctuation, lone marks) only after ``cycleMinRepeats`` copies and
+  ``cycleMinChars`` chars: a row of zeros or a dotted line is data or layout more often than not;
+* inside a code fence the copies are ``codeFenceRepeatFactor`` times as many, and the long-run
+  chars ``codeFenceFactor`` times: code repeats lines.
+
+A counter template (copies identical but for their numbers) is what a user gets when they ask for
+40 CSS classes, a JSON array, log lines or numbered stubs, so it is only a loop when its unit is
+prose of several lines (a step block restated with a new number), a table row whose only change
+is its row number, or hardly any text at all (``t1t2t3…``: a chant of numbers, which needs
+``cycleCharRepeats`` copies); it needs one copy more than a cycle, ``counterMinRepeats`` at least.
+
+Prune point: one copy of the unit is kept, counted from where the repetition really starts (the
+run is extended backwards as far as it holds and reduced to its primitive period), moved to a
+line or sentence start inside the first copy.
 
 How it stays incremental: at every checkpoint the rule extends the runs it already tracks by
-comparing only the new stride against the text one period earlier, and looks for new periods
-by searching the last ``PROBE`` chars in the window behind them (``str.rfind``, done in C). A
-run at lag p is the set of positions i with s[i] == s[i-p] up to now; its first position is
-where the second copy begins, which is the prune point (the first copy is kept).
+comparing only the new stride against the text one period earlier, and looks for new periods by
+searching the last ``PROBE`` chars in the window behind them (``bytes.rfind``, done in C).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.text import excerpt
+from looprescue.detect.rules.pool import pool_horizon
+from looprescue.detect.shape import (
+    Content,
+    content_of,
+    is_letter,
+    is_table_row,
+    letters_in,
+    looks_like_code,
+    numbered_item_body,
+    numbers_of,
+    units_in,
+)
+from looprescue.detect.text import LineKind, classify_line, excerpt, normalize_phrase
 
-# Length of the suffix searched for in the window. Long enough that a chance match in prose is
-# rare, short enough to be well under the shortest loop we must catch (600 chars).
+# Length of the folded suffix searched for in the window: long enough that a chance match in
+# prose is rare; shorter loops are found through a multiple of their period.
 PROBE = 24
+# Smallest lag searched for; the primitive period found inside a run may be shorter.
+MIN_LAG = 16
 # Lags tracked at once; more than a handful only happens in highly regular text (tables), where
 # the longest runs are the interesting ones.
 MAX_CANDIDATES = 8
 # Older occurrences of the probe tried per checkpoint, to get past repeats inside one unit.
 MAX_OCCURRENCES = 8
-# Consecutive copies compared when judging whether a digit-masked run is a counter.
-COUNTER_COPIES_CHECKED = 4
-_NUMBER = re.compile(r"\d+")
+_SENTENCE_MARKS = ("。", "！", "？", ". ", "! ", "? ")
+# A sentence (or the rest of the text after the last sentence end), as the segmenter cuts them.
+_SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？\n]|[.!?](?=\s)|$)\s*")
+_ENDS_SENTENCE = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
+# A counter template with at most this many letters is a chant of numbers, not an enumeration
+# anyone asked for (``t1t2t3``, ``1stu2stu``).
+TINY_TEMPLATE_LETTERS = 4
+
+
+class FenceMap(Protocol):
+    def fenced(self, offset: int) -> bool: ...
 
 
 @dataclass(slots=True)
 class _Run:
     lag: int
-    masked_from: int  # first position whose masked char equals the one `lag` earlier, to now
-    exact_from: int  # same for raw chars (>= masked_from)
+    start: int  # first folded position whose char equals the one `lag` earlier, up to now
+    unit: int  # primitive period of the run (a divisor of lag)
 
 
 def _last_mismatch(a: str, b: str) -> int:
@@ -74,136 +120,262 @@ def _run_length(text: str, end: int, lag: int, known: int, floor: int) -> int:
     return lo
 
 
-class PeriodicRule:
-    """Tracks periodic runs of one channel and fires ``cycle`` or ``counter``."""
+def primitive_period(stretch: str, lag: int) -> int:
+    """The primitive period of a ``lag``-periodic ``stretch``: the smallest rotation period of
+    one copy (a divisor of ``lag``), found by one substring search."""
+    unit = stretch[:lag]
+    return (unit + unit).find(unit, 1)
 
-    def __init__(self, channel: Channel, cfg: DetectorConfig, code_fence_factor: float) -> None:
+
+class PeriodicRule:
+    """Tracks periodic runs of one channel's folded text and fires ``cycle`` or ``counter``."""
+
+    def __init__(self, channel: Channel, cfg: DetectorConfig, fence_guard: bool) -> None:
         self._channel = channel
         self._cfg = cfg
-        self._fence_factor = code_fence_factor
+        # (copies, chars) multipliers inside a fence: visible text only (reasoning quotes code)
+        self._fence_factors = (
+            (cfg.codeFenceRepeatFactor, cfg.codeFenceFactor) if fence_guard else (1.0, 1.0)
+        )
+        self._structural = fence_guard  # the visible-text channel, where lists are structure
         self._runs: dict[int, _Run] = {}
-        self._last_checkpoint = 0
+        self._last = 0  # folded offset the runs are extended to
         # safe_offset's memory: the longest recurring suffix at the end of the last call
         self._suffix = 0
         self._suffix_end = 0
         self._suffix_lag = 0  # a lag at which that suffix recurs (0: none known)
 
     # -- checkpoint ---------------------------------------------------------------------------
-    def at_checkpoint(self, win: TextWindow, cp: int, in_fence: bool) -> Hit | None:
-        self._extend(win, cp)
-        self._last_checkpoint = cp
-        if not any(cp - r.masked_from >= r.lag for r in self._runs.values()):
-            self._discover(win, cp)
-        return self._evaluate(win, cp, in_fence)
+    def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
+        end = win.folded_of(cp)
+        self._extend(win, end)
+        self._last = end
+        if not any(end - r.start >= r.lag for r in self._runs.values()):
+            self._discover(win, end)
+        return self._evaluate(win, end, cp, fences)
 
-    def _extend(self, win: TextWindow, cp: int) -> None:
-        start = self._last_checkpoint
-        if start >= cp or not self._runs:
+    def _extend(self, win: TextWindow, end: int) -> None:
+        # A run that broke is not judged as it was before the break: the watermark released it
+        # once it stopped recurring, and a loop that stopped on its own needs no cut.
+        start = self._last
+        if start >= end or not self._runs:
             return
-        raw, masked, base = win.raw, win.masked, win.base
-        a, b = start - base, cp - base
+        folded, base = win.folded, win.fbase
+        a, b = start - base, end - base
         for lag in list(self._runs):
             run = self._runs[lag]
             if a - lag < 0:
                 del self._runs[lag]
                 continue
-            new_m, old_m = masked[a:b], masked[a - lag : b - lag]
-            if new_m != old_m:
-                run.masked_from = max(run.masked_from, start + _last_mismatch(new_m, old_m) + 1)
-            new_r, old_r = raw[a:b], raw[a - lag : b - lag]
-            if new_r != old_r:
-                run.exact_from = max(run.exact_from, start + _last_mismatch(new_r, old_r) + 1)
-            run.exact_from = max(run.exact_from, run.masked_from)
-            if cp - run.masked_from < PROBE:
+            new, old = folded[a:b], folded[a - lag : b - lag]
+            if new != old:
+                run.start = max(run.start, start + _last_mismatch(new, old) + 1)
+            if end - run.start < PROBE:
                 del self._runs[lag]
 
-    def _discover(self, win: TextWindow, cp: int) -> None:
+    def _discover(self, win: TextWindow, end: int) -> None:
         cfg = self._cfg
-        masked, raw, base = win.masked, win.raw, win.base
-        b = cp - base
-        if b < PROBE + cfg.cycleMinPeriod:
+        folded, base = win.folded, win.fbase
+        b = end - base
+        if b < PROBE + MIN_LAG:
             return
-        floor = max(0, cp - win.keep - base)  # the horizon: never depends on trimming
+        floor = max(0, end - win.keep - base)  # the horizon: never depends on trimming
         lo = max(0, b - PROBE - cfg.cycleMaxPeriod)
-        hi = b - cfg.cycleMinPeriod  # an occurrence must end at least one minimal period back
+        hi = b - MIN_LAG  # an occurrence must end at least one minimal lag back
         for _ in range(MAX_OCCURRENCES):
-            j = win.rfind_masked(b - PROBE, b, lo, hi)
+            j = win.rfind_folded(b - PROBE, b, lo, hi)
             if j < 0:
                 return
             hi = j + PROBE - 1
             lag = b - PROBE - j
             if lag in self._runs:
                 continue
-            m_len = _run_length(masked, b, lag, PROBE, floor)
-            e_len = _run_length(raw, b, lag, 0, floor) if raw[b - 1] == raw[b - 1 - lag] else 0
-            self._runs[lag] = _Run(lag, cp - m_len, cp - min(e_len, m_len))
+            length = _run_length(folded, b, lag, PROBE, floor)
+            stretch = folded[b - length - lag : b]
+            self._runs[lag] = _Run(lag, end - length, primitive_period(stretch, lag))
             if len(self._runs) > MAX_CANDIDATES:
-                weakest = min(self._runs.values(), key=lambda r: cp - r.masked_from)
+                weakest = min(self._runs.values(), key=lambda r: end - r.start)
                 del self._runs[weakest.lag]
-            if m_len >= 2 * lag:
+            if length >= 2 * lag:
                 return  # a strong run: older occurrences are its multiples
 
     # -- firing -------------------------------------------------------------------------------
-    def _evaluate(self, win: TextWindow, cp: int, in_fence: bool) -> Hit | None:
-        cfg = self._cfg
-        factor = self._fence_factor if in_fence else 1.0
+    def _evaluate(self, win: TextWindow, end: int, cp: int, fences: FenceMap) -> Hit | None:
         best: Hit | None = None
         for run in self._runs.values():
-            lag = run.lag
-            exact_chars = cp - run.exact_from + lag
-            if (
-                exact_chars >= cfg.cycleMinChars * factor
-                and exact_chars >= cfg.cycleMinRepeats * lag
-            ):
-                hit = self._hit(win, "cycle", run.exact_from, lag, cp)
-            else:
-                masked_chars = cp - run.masked_from + lag
-                if (
-                    run.masked_from < run.exact_from
-                    and masked_chars >= cfg.counterMinChars * factor
-                    and masked_chars >= cfg.counterMinRepeats * lag
-                    and self._counts_like_a_counter(win, cp, lag)
-                ):
-                    hit = self._hit(win, "counter", run.masked_from, lag, cp)
-                else:
-                    continue
-            if best is None or hit.prune_offset < best.prune_offset:
+            hit = self._judge(win, run, end, cp, fences)
+            if hit is not None and (best is None or hit.prune_offset < best.prune_offset):
                 best = hit
         return best
 
-    def _counts_like_a_counter(self, win: TextWindow, cp: int, lag: int) -> bool:
-        """Whether the last copies differ in at most a couple of numbers each."""
-        limit = self._cfg.counterMaxChangingNumbers
-        newer = _NUMBER.findall(win.slice(cp - lag, cp))
-        # stay within the horizon, so the answer never depends on how much old text is held
-        copies = min(COUNTER_COPIES_CHECKED, win.keep // lag - 1)
-        for k in range(1, copies + 1):
-            older = _NUMBER.findall(win.slice(cp - (k + 1) * lag, cp - k * lag))
-            if sum(a != b for a, b in zip(newer, older, strict=False)) > limit:
-                return False
-            newer = older
-        return True
+    def _judge(self, win: TextWindow, run: _Run, end: int, cp: int, fences: FenceMap) -> Hit | None:
+        cfg = self._cfg
+        unit = run.unit
+        if unit < cfg.cycleMinPeriod:
+            return None
+        first = run.start - run.lag  # where the periodic stretch begins
+        if end - first < 2 * unit:
+            return None
+        # Copies are counted, and their shape judged, from the kept copy's natural start: a
+        # stretch can begin mid-unit when the text before the loop ends like the unit does.
+        onset = _natural_start(win, first, unit, end)
+        copies = (end - onset) / unit
+        if copies < 2:
+            return None
+        latest = onset + (int(copies) - 1) * unit  # the last complete copy
+        latest_raw = win.raw_of(latest)
+        text = win.slice(latest_raw, win.raw_of(latest + unit))
+        content = content_of(text)
+        if content is Content.LAYOUT:
+            return None
+        # where the repetition is now decides (a loop that began as prose can run into a fence)
+        in_fence = fences.fenced(latest_raw)
+        more_copies, more_chars = self._fence_factors if in_fence else (1.0, 1.0)
+        raw_chars = cp - win.raw_of(onset)
+        cycle_ready = copies >= self.copies_needed(text, content) * more_copies or (
+            copies >= cfg.cycleMinRepeats and raw_chars >= cfg.cycleMinChars * more_chars
+        )
+        counter_need = self._counter_copies_needed(text, content, in_fence)
+        counter_ready = (
+            counter_need is not None and copies >= counter_need and raw_chars >= cfg.counterMinChars
+        )
+        if not (cycle_ready or counter_ready):
+            return None
+        changes = self._number_changes(win, latest, unit, min(int(copies), 6))
+        if changes == 0:
+            if cycle_ready:
+                return self._hit(win, "cycle", first, onset, unit, end, cp, text, in_fence)
+            return None
+        if (
+            counter_ready
+            and changes <= cfg.counterMaxChangingNumbers
+            and (not is_table_row(text) or changes == 1)
+        ):
+            return self._hit(win, "counter", first, onset, unit, end, cp, text, in_fence)
+        return None
 
-    def _hit(self, win: TextWindow, rule: str, second_copy: int, lag: int, cp: int) -> Hit:
-        first_copy = second_copy - lag
-        aligned = _natural_start(win, first_copy, second_copy, cp)
-        latest = aligned + ((cp - lag - aligned) // lag) * lag  # a copy that is surely held
-        evidence = win.slice(latest, latest + min(lag, 120))
+    def copies_needed(self, unit: str, content: Content) -> float:
+        """Copies of a unit (raw text of one copy) that make its repetition a loop."""
+        cfg = self._cfg
+        size = len(unit)
+        if size == 1:
+            return cfg.cycleCharRepeats if is_letter(unit) else math.inf
+        if content not in (Content.WORDS, Content.MARKS, Content.DIGITS):
+            return math.inf  # only the long-run rule applies
+        need = max(cfg.cycleMinRepeats, min(cfg.cycleShortRepeats, cfg.cycleEarlyChars / size))
+        if units_in(unit) >= 2:
+            need = min(need, max(cfg.cycleMinRepeats, cfg.cycleBlockRepeats))
+        return need
+
+    def _counter_copies_needed(self, unit: str, content: Content, in_fence: bool) -> float | None:
+        """Copies a counter loop of this unit needs, or None when its shape is an enumeration."""
+        cfg = self._cfg
+        if in_fence:
+            return None
+        if is_table_row(unit):
+            if content not in (Content.WORDS, Content.NUMERIC):
+                return None
+        elif content is not Content.WORDS:
+            return None
+        elif letters_in(unit) <= TINY_TEMPLATE_LETTERS:
+            return max(cfg.counterMinRepeats, cfg.cycleCharRepeats)
+        elif _same_item_renumbered(unit):
+            pass  # "12. Banana", "13. Banana": the list goes on but its content is gone
+        elif units_in(unit) < 2 or looks_like_code(unit):
+            return None  # one sentence per item (a numbered list, a log), or code
+        return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS) + 1)
+
+    def _phrase_batch(self, unit: str, copies: float) -> bool:
+        """Whether the unit is a handful of short phrases the pool rule would count
+        (``Now. OK. Emit. Producing.``): such a loop keeps none of them, like a pool. The
+        watermark held them all along, as the start of a run of short sentences that could
+        still become a pool (``streak.UnitRun``): every phrase is short, there are few, the
+        run they are in is no longer than the pool's horizon, and none is structure."""
+        cfg = self._cfg
+        sentences = [s for s in _SENTENCE.findall(unit) if s.strip()]
+        if len(sentences) < 2 or len(sentences) * math.ceil(copies) >= pool_horizon(cfg):
+            return False  # one phrase alone is a cycle (its first copy is kept)
+        if not _ENDS_SENTENCE.search(unit):
+            return False  # the pool only counts sentences that end
+        if self._structural and any(
+            classify_line(line.strip()) is not LineKind.PROSE
+            for line in unit.split("\n")
+            if line.strip()
+        ):
+            return False
+        phrases = set()
+        for sentence in sentences:
+            phrase = normalize_phrase(sentence)
+            if not phrase or len(phrase) > cfg.poolMaxPhraseChars:
+                return False
+            phrases.add(phrase)
+        return len(phrases) <= cfg.poolMaxPhrases
+
+    def _number_changes(self, win: TextWindow, latest: int, unit: int, copies: int) -> int:
+        """Most numbers that differ between the same line of consecutive copies, among the last
+        ``copies`` (a counter changes one or two per line; a log of measurements, many)."""
+        worst = 0
+        newer = _line_numbers(win.slice(win.raw_of(latest), win.raw_of(latest + unit)))
+        for k in range(1, copies):
+            start = latest - k * unit
+            if start < win.fbase:
+                break
+            older = _line_numbers(win.slice(win.raw_of(start), win.raw_of(start + unit)))
+            for new_line, old_line in zip(newer, older, strict=False):
+                worst = max(worst, sum(a != b for a, b in zip(new_line, old_line, strict=False)))
+            newer = older
+        return worst
+
+    def hit_for(
+        self, win: TextWindow, rule: str, lag: int, end: int, cp: int, known: int
+    ) -> Hit | None:
+        """A hit for a repetition at folded ``lag`` that another rule confirmed ending at folded
+        ``end`` (``known`` chars back already match): extended backwards, reduced to its
+        primitive period, cut after one copy."""
+        folded, base = win.folded, win.fbase
+        b = end - base
+        floor = max(0, end - win.keep - base)
+        if b - lag - known < floor:
+            return None
+        length = _run_length(folded, b, lag, known, floor)
+        first = end - length - lag
+        unit = primitive_period(folded[first - base : b], lag)
+        onset = _natural_start(win, first, unit, end)
+        text = win.slice(win.raw_of(onset), win.raw_of(onset + unit))
+        return self._hit(win, rule, first, onset, unit, end, cp, text, in_fence=False)
+
+    def _hit(
+        self,
+        win: TextWindow,
+        rule: str,
+        first: int,
+        onset: int,
+        unit: int,
+        end: int,
+        cp: int,
+        text: str,
+        in_fence: bool,
+    ) -> Hit:
+        loop_start, copy_end = win.raw_of(onset), win.raw_of(onset + unit)
+        prune = copy_end
+        if rule == "cycle" and not in_fence and self._phrase_batch(text, (end - onset) / unit):
+            # a rotation of short phrases: cut where its first phrase appeared
+            prune = loop_start = loop_start + len(text) - len(text.lstrip())
         return Hit(
             rule=rule,
             channel=self._channel,
-            prune_offset=aligned + lag,
-            loop_start=aligned,
+            prune_offset=prune,
+            loop_start=loop_start,
             fired_at=cp,
-            repeats=round((cp - aligned) / lag, 2),
-            period=lag,
-            evidence=excerpt(evidence),
+            repeats=round((end - first) / unit, 2),
+            period=copy_end - loop_start,
+            evidence=excerpt(text),
         )
 
     # -- watermark ----------------------------------------------------------------------------
-    def safe_offset(self, win: TextWindow, end: int) -> int:
-        """Earliest offset a future cycle/counter hit could prune: ``end`` minus the longest
-        suffix that already occurs at a lag within the period range (masked text).
+    def safe_offset(self, win: TextWindow) -> int:
+        """Earliest offset a future cycle/counter hit could prune: where the longest suffix of
+        the folded text that already occurs one period (1…``cycleMaxPeriod``) earlier begins.
 
         A second copy looks exactly like such a suffix while it is being written, so all of it
         is held back, however short: in healthy text that is the last few chars of a delta
@@ -211,77 +383,141 @@ class PeriodicRule:
         repetition does not go on. With ``holdMinRecurrence`` > 1 shorter suffixes are released
         at once (less lag; a consumer then cuts at what it released, and counts the leak).
 
-        The suffix can grow by at most the chars received since the last call, so the search
-        starts from that bound and narrows it by bisection."""
+        The suffix can grow by at most the chars received since the last call, which bounds the
+        search. Lengths are tried from short to long, doubling: a short suffix that recurs is
+        found close by, and only a length that does not recur costs a search of the whole
+        period range, so a call usually pays for one such search."""
         cfg = self._cfg
         hold_min = cfg.holdMinRecurrence
-        e = end - win.base
-        bound = min(self._suffix + (end - self._suffix_end), e - cfg.cycleMinPeriod)
+        end = win.fend
+        e = end - win.fbase
+        bound = min(self._suffix + (end - self._suffix_end), e - 1)
         self._suffix_end = end
         if bound < hold_min or bound <= 0:
             self._suffix = max(bound, 0)
-            return end
+            return win.synced
 
-        masked = win.masked
+        folded = win.folded
         lag = self._suffix_lag
         if (
             lag
             and e - bound - lag >= 0
-            and masked.startswith(masked[e - bound : e], e - bound - lag)
+            and folded.startswith(folded[e - bound : e], e - bound - lag)
         ):
             # Still recurring where it did last time (always the case inside a loop): the
             # suffix is as long as it can be, and no search is needed.
             self._suffix = bound
-            return end - bound
+            return win.raw_of(end - bound)
+
+        data, max_period = win.fbytes, cfg.cycleMaxPeriod
 
         def recurs(length: int) -> bool:
-            lo = e - length - cfg.cycleMaxPeriod
-            found = win.rfind_masked(e - length, e, lo, e - cfg.cycleMinPeriod)
-            if found < 0:
-                return False
-            self._suffix_lag = e - length - found
-            return True
+            # the suffix occurs again ending 1…max_period chars before the end
+            needle = data[e - length : e]
+            stop = e - 1
+            while True:
+                found = data.rfind(needle, max(0, e - length - max_period), stop)
+                if found < 0:
+                    return False
+                if needle.isascii() or folded.startswith(folded[e - length : e], found):
+                    self._suffix_lag = e - length - found
+                    return True
+                stop = found + length - 1  # a hash collision of the byte view: look further
 
         self._suffix_lag = 0
-        if hold_min > 1 and not recurs(hold_min):
-            self._suffix = hold_min - 1
-            return end
-        good, bad = (hold_min if hold_min > 1 else 0), bound + 1
-        if recurs(bound):
-            good = bound
+        good = hold_min - 1  # shorter suffixes are released whether they recur or not
+        step = 1
+        while good < bound:
+            trial = min(good + step, bound)
+            if not recurs(trial):
+                bad = trial
+                break
+            good = trial
+            step *= 2
         else:
-            bad = bound
-            while bad - good > 1:
-                mid = (good + bad) // 2
-                if recurs(mid):
-                    good = mid
-                else:
-                    bad = mid
-        if good == 0:
-            self._suffix_lag = 0
+            bad = bound + 1
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if recurs(mid):
+                good = mid
+            else:
+                bad = mid
         self._suffix = good
-        return end - good
+        if good < max(1, hold_min):
+            self._suffix_lag = 0 if good == 0 else self._suffix_lag
+            return win.synced
+        return win.raw_of(end - good)
 
 
-def _natural_start(win: TextWindow, first: int, second: int, cp: int) -> int:
-    """Move the start of the first copy forward to a line start (else a sentence start) inside
-    it, so the kept prefix ends on a clean boundary; the kept copy stays complete.
+def _same_item_renumbered(unit: str) -> bool:
+    """One numbered list item whose only number is its list number."""
+    body = numbered_item_body(unit)
+    return body is not None and "\n" not in body.strip() and not numbers_of(body)
 
-    Copies share their layout, so the boundary is looked up in the latest complete copy, which
-    is always still held (the first copy of a long period may not be)."""
-    lag = second - first
-    latest = first + ((cp - lag - first) // lag) * lag
-    raw, lo, hi = win.raw, latest - win.base, latest + lag - win.base
-    if raw[lo - 1] == "\n":
+
+def _line_numbers(text: str) -> list[list[str]]:
+    return [numbers_of(line) for line in text.split("\n")]
+
+
+def _after_line_break(raw: str, pos: int) -> bool:
+    """Whether only spaces or tabs stand between the last line break and ``raw[pos]``."""
+    j = pos - 1
+    while j >= 0 and raw[j] in " \t":
+        j -= 1
+    return j >= 0 and raw[j] == "\n"
+
+
+def _after_sentence_end(raw: str, pos: int) -> bool:
+    """Whether ``raw[pos]`` starts a sentence: it follows 。！？, or .!? and whitespace."""
+    if pos <= 0:
+        return False
+    if raw[pos - 1] in "。！？":
+        return True
+    j = pos - 1
+    while j >= 0 and raw[j].isspace():
+        j -= 1
+    return j < pos - 1 and j >= 0 and raw[j] in ".!?"
+
+
+def _natural_start(win: TextWindow, first: int, unit: int, end: int) -> int:
+    """Folded offset of the kept copy's start, so the kept text ends on a clean boundary and the
+    kept copy stays complete.
+
+    The stretch start stays when the first copy begins a line. Otherwise the cut moves to where
+    copies begin a line, as the most recent copy shows it (later copies show the loop's own
+    layout, the first one shows what came before it), else stays at a sentence start, else
+    moves to one."""
+    raw, base = win.raw, win.base
+    lo = win.raw_of(first) - base
+    if lo >= 0 and raw[lo : lo + 1] != "\n" and (lo + base == 0 or raw[lo - 1 : lo] == "\n"):
+        return first  # (lo < 0: the first copy is no longer held, its context unknown)
+    complete = (end - first) // unit
+    # (copy start, where its held text stops), most telling first: a later complete copy, the
+    # copy being written (a paragraph loop fires early in its second copy), the first copy
+    layouts = []
+    if complete >= 2:
+        latest = first + (complete - 1) * unit
+        layouts.append((latest, win.raw_of(latest + unit)))
+    elif end - first > unit:
+        layouts.append((first + unit, win.raw_of(end)))
+    if lo >= 0:
+        layouts.append((first, win.raw_of(first + unit)))
+    for copy, stop in layouts:
+        c_lo, c_hi = win.raw_of(copy) - base, stop - base
+        if copy != first and raw[c_lo : c_lo + 1] != "\n" and _after_line_break(raw, c_lo):
+            return first  # later copies begin a line (after its indentation)
+        nl = raw.find("\n", c_lo, c_hi - 1)
+        if nl >= 0:
+            return first + (win.folded_of(nl + 1 + base) - copy)
+    if _after_sentence_end(raw, lo):
         return first
-    nl = raw.find("\n", lo, hi - 1)
-    if nl >= 0:
-        return first + (nl + 1 - lo)
-    for mark in ("。", ". ", "! ", "? "):
-        pos = raw.find(mark, lo, hi - 1)
-        if pos >= 0:
-            start = pos + len(mark)
-            while start < hi - 1 and raw[start] == " ":
-                start += 1
-            return first + (start - lo)
+    for copy, stop in layouts:
+        c_lo, c_hi = win.raw_of(copy) - base, stop - base
+        for mark in _SENTENCE_MARKS:
+            pos = raw.find(mark, c_lo, c_hi - 1)
+            if pos >= 0:
+                start = pos + len(mark)
+                while start < c_hi - 1 and raw[start] == " ":
+                    start += 1
+                return first + (win.folded_of(start + base) - copy)
     return first

@@ -1,0 +1,90 @@
+"""What a repeated unit looks like, as far as deciding whether its repetition is a loop.
+
+A repeated unit is judged by its shape before its copies are counted: a divider repeated is
+layout, a counter template in code is what the user asked for, one word repeated dozens of
+times is a loop.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+# Characters that draw lines and borders: rules, table separators, box drawing, ellipses.
+_DIVIDER = re.compile(r"[\s\-=_*~+|:.·•…—–─-╿▀-▟■□▪▫◆◇○●#^`'\"<>/\\]*")
+_LETTER = re.compile(r"[^\W\d_]")
+_DIGIT = re.compile(r"[0-9]")
+_ONLY_DIGITS = re.compile(r"[0-9\s]+")
+# Sentence ends as the segmenter sees them, and line ends that do not just follow one.
+_UNIT_END = re.compile(r"[。！？](?:[ \t]*\n)?|[.!?](?:[ \t]*\n|\s|$)|\n")
+_CODE_LINE = re.compile(
+    r"""(?x)
+    (?: [{};,(\[] | \):? | => | \)\s*\{ ) \s* $          # ends like a statement or a block
+    | ^ \s* [}\])]                                       # closes a block
+    | ^ \s* (?: def | class | function | fn | func | const | let | var | return | import
+              | from | \#include | \#define | public | private | static | async | await
+              | SELECT | INSERT | UPDATE | DELETE | CREATE | VALUES | WHERE ) \b
+    | " [^"\n]* " \s* :                                  # a JSON key
+    | ^ \s* [\w.$-]+ \s* [:=] \s* \S .* [;,]? \s* $      # key: value / name = value
+    | </? [A-Za-z][\w-]* [^>]* >                         # a markup tag
+    """
+)
+_NUMBER = re.compile(r"[0-9]+")
+_NUMBERED = re.compile(r"[ \t]*[0-9]{1,6}[.)][ \t]+")
+
+
+class Content(Enum):
+    LAYOUT = "layout"  # whitespace, rules, borders: repeating it is never a loop
+    NUMERIC = "numeric"  # numbers with punctuation: data (a row of zeros, a table of numbers)
+    DIGITS = "digits"  # digits alone: a chant of digits
+    MARKS = "marks"  # punctuation that is not layout: "#", "//", "}"
+    WORDS = "words"  # letters (any script)
+
+
+def content_of(unit: str) -> Content:
+    if _LETTER.search(unit):
+        return Content.WORDS
+    if _DIGIT.search(unit):
+        return Content.DIGITS if _ONLY_DIGITS.fullmatch(unit) else Content.NUMERIC
+    if _DIVIDER.fullmatch(unit):
+        return Content.LAYOUT
+    return Content.MARKS
+
+
+def letters_in(unit: str) -> int:
+    return len(_LETTER.findall(unit))
+
+
+def is_letter(ch: str) -> bool:
+    return _LETTER.match(ch) is not None
+
+
+def units_in(text: str) -> int:
+    """Sentences and lines in a unit (``a. b.`` is two, so is ``x\\ny\\n``)."""
+    return len(_UNIT_END.findall(text))
+
+
+def looks_like_code(text: str) -> bool:
+    """Most non-blank lines look like code or data (statements, blocks, keys, tags)."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines:
+        return False
+    code = sum(1 for line in lines if _CODE_LINE.search(line))
+    return 2 * code >= len(lines)
+
+
+def numbered_item_body(text: str) -> str | None:
+    """The text after a list number (``12. Banana``: ``Banana``), or None when the unit is not
+    one numbered item."""
+    match = _NUMBERED.match(text)
+    return text[match.end() :] if match else None
+
+
+def is_table_row(text: str) -> bool:
+    """Every non-blank line of the unit is a markdown table row."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    return bool(lines) and all(line.startswith("|") and line.endswith("|") for line in lines)
+
+
+def numbers_of(text: str) -> list[str]:
+    return _NUMBER.findall(text)
