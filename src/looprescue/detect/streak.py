@@ -16,8 +16,8 @@ is a barrier, so an onset is always inside the current run of short units (a lon
 repeats one of the run is loop text itself, and only counts as a non-member); and members are
 at most ``max_members`` distinct units, so a start whose run holds too many different units to
 reach the coverage with any such set can never be an onset again. Such a start is dropped for
-good, and the next one is tried. The run keeps at most ``horizon`` units: an onset is looked for among
-those, so nothing older needs holding.
+good, and the next one is tried. The run keeps at most ``horizon`` units: an onset is looked
+for among those, so nothing older needs holding.
 """
 
 from __future__ import annotations
