@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,33 @@ def resolve_config(
     return cfg
 
 
+def run_proxy(
+    cfg: LoopRescueConfig,
+    *,
+    state: str | None = None,
+    detector_factory: Callable[[], Any] | None = None,
+) -> None:
+    """Serve the proxy until interrupted (raises ValueError on a bad upstream URL or state)."""
+    import uvicorn
+
+    from looprescue.proxy.app import create_app
+    from looprescue.proxy.state import open_store
+
+    store = open_store(state, cfg.proxy.maxConversations)
+    app = create_app(cfg, cfg.proxy.upstream or "", store=store, detector_factory=detector_factory)
+    uvicorn.run(
+        app,
+        host=cfg.proxy.host,
+        port=cfg.proxy.port,
+        # uvloop (a dependency) when importable: it cuts the per-chunk cost.
+        loop="auto",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
 def proxy_command(
     upstream: str | None = typer.Option(
         None, "--upstream", help="Model API base URL, e.g. https://api.deepseek.com/anthropic."
@@ -66,27 +94,14 @@ def proxy_command(
     err = Console(stderr=True)
     try:
         cfg = resolve_config(config, upstream, host, port, mode, audit_log, settings)
-        from looprescue.proxy.app import create_app
+        from looprescue.proxy.app import Proxy
 
-        app = create_app(cfg, cfg.proxy.upstream or "")
+        Proxy(cfg, cfg.proxy.upstream or "")  # validates the upstream URL
     except (ConfigError, ValueError) as exc:
         err.print("[red]error:[/red]", escape(str(exc)))
         raise typer.Exit(2) from None
-    import uvicorn
-
     err.print(
         f"looprescue proxy on http://{cfg.proxy.host}:{cfg.proxy.port} -> {cfg.proxy.upstream} "
         f"(mode {cfg.mode}, watch {cfg.watch})"
     )
-    uvicorn.run(
-        app,
-        host=cfg.proxy.host,
-        port=cfg.proxy.port,
-        # uvloop (a dependency) when importable: it cuts the per-chunk cost. h11, not
-        # httptools, for the client side: the proxy is only tested and measured with h11.
-        loop="auto",
-        http="h11",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    run_proxy(cfg)

@@ -15,7 +15,7 @@ ends, however it ends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -35,10 +35,10 @@ from .anthropic import AnthropicWire
 from .audit import AuditLog
 from .driver import ExchangeDriver, gateway_status
 from .exchange import Exchange
+from .http1 import Http1Transport
 from .relay import ClosingStreamingResponse, relayed_body
 from .state import StateStore, open_store
 from .upstream import (
-    HttpxTransport,
     Transport,
     UpstreamError,
     forward_headers,
@@ -84,9 +84,12 @@ def create_app(
     *,
     transport: Transport | None = None,
     store: StateStore | None = None,
+    detector_factory: Callable[[], Any] | None = None,
 ) -> Starlette:
-    """The proxy as an ASGI app forwarding to ``upstream_url`` (scheme://host[:port][/base])."""
-    proxy = Proxy(config, upstream_url, transport, store)
+    """The proxy as an ASGI app forwarding to ``upstream_url`` (scheme://host[:port][/base]).
+    ``transport`` and ``store`` replace the default upstream client and in-process state;
+    ``detector_factory`` the detector each response's engine uses."""
+    proxy = Proxy(config, upstream_url, transport, store, detector_factory)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -129,6 +132,7 @@ class Proxy:
         upstream_url: str,
         transport: Transport | None = None,
         store: StateStore | None = None,
+        detector_factory: Callable[[], Any] | None = None,
     ) -> None:
         parsed = httpx.URL(upstream_url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
@@ -141,11 +145,12 @@ class Proxy:
         self.totals = ProxyTotals()
         self.audit = AuditLog(config.proxy.auditLog) if config.proxy.auditLog else None
         self._transport = transport
+        self._detector_factory = detector_factory
 
     @property
     def transport(self) -> Transport:
         if self._transport is None:
-            self._transport = HttpxTransport(self.config.proxy)
+            self._transport = Http1Transport(self.config.proxy)
         return self._transport
 
     async def aclose(self) -> None:
@@ -237,7 +242,7 @@ class Proxy:
         config = self.config
         body, wire = prepared.body, prepared.wire
         state = await self.store.load(prepared.key)
-        engine = RescueEngine(config, wire, body, state, prepared.lang)
+        engine = RescueEngine(config, wire, body, state, prepared.lang, self._detector_factory)
         exchange = Exchange(engine, wire, streaming=body.get("stream") is True)
         driver = ExchangeDriver(
             exchange,

@@ -1,0 +1,387 @@
+"""A lean HTTP/1.1 client for the upstream: asyncio protocol + httptools' C parser + a pool.
+
+Why not httpx here: per streamed chunk, httpx/httpcore run a pure-Python HTTP parser and, per
+request, scan the whole pool; behind 200 concurrent streams that was most of the proxy's CPU
+(``make bench``, ``bench_proxy_cpu``). This client does one parser call per network read,
+hands over everything buffered in one piece, and keeps idle connections per origin in a LIFO
+stack, so streamed responses that ended reuse their connection.
+
+Scope: what the proxy needs from an upstream. HTTP/1.1 only (``http``/``https``), requests
+with a known body length, responses chunked or sized or ended by close; gzip/deflate bodies
+are decoded unless the caller wants them raw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+import zlib
+from collections import deque
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import httptools
+
+from ..config import ProxyConfig
+from .upstream import UpstreamError
+
+IDLE_EXPIRY_SECONDS = 2.0  # inside common server keep-alive timeouts (uvicorn's is 5 s)
+HIGH_WATER = 1 << 20  # stop reading from a response whose client lags by this many bytes
+_DECODED_ENCODINGS = "gzip, deflate"
+
+
+class _Connection(asyncio.Protocol):
+    """One upstream connection; serves one response at a time."""
+
+    def __init__(self, pool: Http1Transport, origin: tuple[str, str, int]) -> None:
+        self.pool = pool
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.response: Http1Response | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.used = 0  # responses served (0: a fresh connection)
+
+    # ----- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        response = self.response
+        if response is None:
+            self.close()  # bytes nobody asked for: this connection is not reusable
+            return
+        response.received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.response is not None:
+            self.response.lost()
+        self.pool.forget(self)
+
+    def pause_writing(self) -> None:  # requests are small; nothing to pause
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    # ----- use
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+            self.pool.forget(self)
+
+
+class Http1Response:
+    """The response on one connection (see ``upstream.UpstreamResponse``)."""
+
+    def __init__(self, connection: _Connection, idle_ms: int, raw: bool, method: str) -> None:
+        self._connection = connection
+        self._idle_ms = idle_ms
+        self._raw = raw
+        self._head = method == "HEAD"
+        self._parser = httptools.HttpResponseParser(self)
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._head_done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._complete = False
+        self._error: UpstreamError | None = None
+        self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
+        self._paused = False
+        self._got_bytes = False
+        self._last_data = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None
+        self.status = 0
+        self.headers: list[tuple[str, str]] = []
+
+    # ----- httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1")
+        if key:
+            self.headers.append((key, value.decode("latin-1")))
+        elif self.headers:  # a header value split across reads
+            last_key, last_value = self.headers[-1]
+            self.headers[-1] = (last_key, last_value + value.decode("latin-1"))
+
+    def on_headers_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+        if self._head:
+            self._complete = True  # no body follows; the parser cannot know (not reused)
+        if not self._raw:
+            for key, value in self.headers:
+                if key.lower() == "content-encoding":
+                    encoding = value.strip().lower()
+                    if encoding in ("gzip", "x-gzip"):
+                        self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    elif encoding == "deflate":
+                        self._decoder = zlib.decompressobj()
+        if not self._head_done.done():
+            self._head_done.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+        self._buffered += len(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = True
+
+    # ----- fed by the connection
+
+    def received(self, data: bytes) -> None:
+        self._got_bytes = True
+        self._last_data = time.monotonic()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as err:
+            self._fail(UpstreamError("broken", f"upstream sent invalid HTTP: {err}"))
+            self._connection.close()
+            return
+        if self._buffered > HIGH_WATER and not self._paused and self._connection.transport:
+            self._paused = True
+            self._connection.transport.pause_reading()
+        self._wake()
+
+    def lost(self) -> None:
+        if self._complete:
+            return
+        if self._head and self.status:
+            self._complete = True
+        elif self.status and not self._chunked_or_sized():
+            self._complete = True  # a body without a length ends with the connection
+        else:
+            self._fail(UpstreamError("broken", "upstream connection broke: closed mid-response"))
+        self._wake()
+        if not self._head_done.done():
+            self._head_done.set_exception(
+                UpstreamError("broken", "upstream connection broke before the response head")
+            )
+
+    def _chunked_or_sized(self) -> bool:
+        for key, value in self.headers:
+            lowered = key.lower()
+            if lowered == "content-length" or (
+                lowered == "transfer-encoding" and "chunked" in value.lower()
+            ):
+                return True
+        return False
+
+    def _fail(self, error: UpstreamError) -> None:
+        if self._error is None:
+            self._error = error
+        if not self._head_done.done():
+            self._head_done.set_exception(error)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ----- used by the caller
+
+    async def next_chunk(self) -> bytes:
+        while not self._chunks:
+            if self._error is not None:
+                raise self._error
+            if self._complete:
+                return self._flush_decoder()
+            await self._wait()
+        data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        self._buffered = 0
+        if self._paused and self._connection.transport is not None:
+            self._paused = False
+            self._connection.transport.resume_reading()
+        if self._decoder is not None:
+            try:
+                data = self._decoder.decompress(data)
+            except zlib.error as err:
+                raise UpstreamError("broken", f"upstream body does not decode: {err}") from None
+        return data
+
+    def _flush_decoder(self) -> bytes:
+        if self._decoder is None:
+            return b""
+        decoder, self._decoder = self._decoder, None
+        return decoder.flush()
+
+    async def _wait(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        remaining = self._last_data + self._idle_ms / 1000 - time.monotonic()
+        self._timer = loop.call_later(max(0.0, remaining), self._check_idle)
+        try:
+            await waiter
+        finally:
+            self._timer.cancel()
+            self._waiter = None
+
+    def _check_idle(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        remaining = self._last_data + self._idle_ms / 1000 - time.monotonic()
+        if remaining > 0.001:
+            # bytes came meanwhile: check again when the limit would run out
+            self._timer = asyncio.get_running_loop().call_later(remaining, self._check_idle)
+            return
+        self._fail(UpstreamError("stall", f"upstream sent nothing for {self._idle_ms} ms"))
+        self._connection.close()
+
+    async def read(self) -> bytes:
+        pieces = []
+        while chunk := await self.next_chunk():
+            pieces.append(chunk)
+        return b"".join(pieces)
+
+    async def aclose(self) -> None:
+        connection = self._connection
+        if connection.response is not self:
+            return
+        connection.response = None
+        reusable = not self._head and self._parser.should_keep_alive()
+        if self._complete and self._error is None and reusable:
+            self.pool.release(connection)
+        else:
+            connection.close()
+
+    @property
+    def pool(self) -> Http1Transport:
+        return self._connection.pool
+
+
+class Http1Transport:
+    """Pooled upstream connections (see ``upstream.Transport``)."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self._idle_ms = config.upstreamIdleTimeoutMs
+        self._connect_s = config.connectTimeoutMs / 1000
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._all: set[_Connection] = set()
+        self._ssl: ssl.SSLContext | None = None
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+            self._ssl.set_alpn_protocols(["http/1.1"])
+        return self._ssl
+
+    async def _connect(self, origin: tuple[str, str, int]) -> _Connection:
+        scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        connection = _Connection(self, origin)
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: connection,
+                    host,
+                    port,
+                    ssl=self._ssl_context() if scheme == "https" else None,
+                    server_hostname=host if scheme == "https" else None,
+                ),
+                self._connect_s,
+            )
+        except asyncio.TimeoutError:
+            raise UpstreamError(
+                "connect_timeout", f"upstream unreachable: ConnectTimeout: {host}:{port}"
+            ) from None
+        except (OSError, ssl.SSLError) as err:
+            raise UpstreamError("connect", f"upstream unreachable: ConnectError: {err}") from None
+        self._all.add(connection)
+        return connection
+
+    def _idle_connection(self, origin: tuple[str, str, int]) -> _Connection | None:
+        stack = self._idle.get(origin)
+        now = time.monotonic()
+        while stack:
+            connection = stack.pop()
+            if not connection.closed and now - connection.idle_since < IDLE_EXPIRY_SECONDS:
+                return connection
+            connection.close()
+        return None
+
+    def release(self, connection: _Connection) -> None:
+        if connection.closed:
+            return
+        connection.idle_since = time.monotonic()
+        self._idle.setdefault(connection.origin, []).append(connection)
+
+    def forget(self, connection: _Connection) -> None:
+        self._all.discard(connection)
+        stack = self._idle.get(connection.origin)
+        if stack and connection in stack:
+            stack.remove(connection)
+
+    async def open(
+        self,
+        method: str,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        content: bytes,
+        *,
+        raw: bool,
+    ) -> Http1Response:
+        parts = urlsplit(url)
+        scheme = parts.scheme
+        host = parts.hostname or ""
+        port = parts.port or (443 if scheme == "https" else 80)
+        origin = (scheme, host, port)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        default_port = port == (443 if scheme == "https" else 80)
+        lines = [
+            f"{method} {target} HTTP/1.1",
+            f"host: {host if default_port else f'{host}:{port}'}",
+        ]
+        for key, value in headers:
+            lowered = key.lower()
+            if lowered == "accept-encoding" and not raw:
+                continue
+            lines.append(f"{key}: {value}")
+        if not raw:
+            lines.append(f"accept-encoding: {_DECODED_ENCODINGS}")
+        if content or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            lines.append(f"content-length: {len(content)}")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + content
+        for _ in range(2):
+            connection = self._idle_connection(origin)
+            reused = connection is not None
+            if connection is None:
+                connection = await self._connect(origin)
+            response = Http1Response(connection, self._idle_ms, raw, method)
+            connection.response = response
+            connection.used += 1
+            assert connection.transport is not None
+            connection.transport.write(request)
+            try:
+                await asyncio.wait_for(asyncio.shield(response._head_done), self._idle_ms / 1000)
+            except asyncio.TimeoutError:
+                connection.close()
+                raise UpstreamError(
+                    "stall", f"upstream sent nothing for {self._idle_ms} ms"
+                ) from None
+            except UpstreamError:
+                connection.close()
+                if reused and not response._got_bytes:
+                    continue  # the server closed the idle connection as we reused it: retry
+                raise
+            except asyncio.CancelledError:
+                connection.close()
+                raise
+            return response
+        raise UpstreamError("broken", "upstream connection broke before the response head")
+
+    def busy_connections(self) -> int:
+        idle = {id(c) for stack in self._idle.values() for c in stack}
+        return sum(1 for c in self._all if id(c) not in idle and not c.closed)
+
+    async def aclose(self) -> None:
+        for connection in list(self._all):
+            connection.close()
+        self._idle.clear()
