@@ -275,7 +275,7 @@ def serve_noop_proxy() -> None:
 
     args = dict(zip(sys.argv[2::2], sys.argv[3::2], strict=False))
     cfg = resolve_config(None, args["--upstream"], None, int(args["--port"]), args["--mode"], None)
-    run_proxy(cfg, detector_factory=NoopDetector)
+    run_proxy(cfg, detector_factory=NoopDetector)  # one worker, memory state: the defaults
 
 
 # --------------------------------------------------------------------------- client

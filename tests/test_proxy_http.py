@@ -34,8 +34,8 @@ from looprescue.proxy.app import create_app
 class ProxyServer:
     """``create_app`` served by uvicorn in a thread on an ephemeral loopback port."""
 
-    def __init__(self, config: LoopRescueConfig, upstream_url: str) -> None:
-        self.app = create_app(config, upstream_url)
+    def __init__(self, config: LoopRescueConfig, upstream_url: str, **app_options: Any) -> None:
+        self.app = create_app(config, upstream_url, **app_options)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))

@@ -122,6 +122,10 @@ class ProxyConfig(_Strict):
     upstreamIdleTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
     connectTimeoutMs: int = Field(30_000, ge=1, le=600_000)
     maxConversations: int = Field(4096, ge=1, le=10_000_000)
+    # processes serving one port (conversation state is per process unless `state` is shared)
+    workers: int = Field(1, ge=1, le=64)
+    # where per-conversation state lives: "memory" (this process) or redis://host:port[/db]
+    state: str = Field("memory", pattern=r"^(memory|rediss?://.+|unix://.+)$")
 
 
 class LoopRescueConfig(_Strict):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,8 @@ def resolve_config(
     mode: str | None,
     audit_log: Path | None,
     settings: list[str] | None = None,
+    workers: int | None = None,
+    state: str | None = None,
 ) -> LoopRescueConfig:
     """YAML first, then ``--set`` flags, then the dedicated flags; raises ConfigError naming the
     bad key."""
@@ -35,6 +41,8 @@ def resolve_config(
         "proxy.port": port,
         "mode": mode,
         "proxy.auditLog": str(audit_log) if audit_log is not None else None,
+        "proxy.workers": workers,
+        "proxy.state": state,
     }
     overrides: dict[str, Any] = {
         **parse_settings(settings),
@@ -46,31 +54,81 @@ def resolve_config(
     return cfg
 
 
-def run_proxy(
-    cfg: LoopRescueConfig,
-    *,
-    state: str | None = None,
-    detector_factory: Callable[[], Any] | None = None,
-) -> None:
-    """Serve the proxy until interrupted (raises ValueError on a bad upstream URL or state)."""
+def run_proxy(cfg: LoopRescueConfig, *, detector_factory: Callable[[], Any] | None = None) -> None:
+    """Serve the proxy until interrupted: ``proxy.workers`` processes on one port, each with
+    its own upstream pool and its own view of ``proxy.state``."""
     import uvicorn
 
     from looprescue.proxy.app import create_app
     from looprescue.proxy.state import open_store
 
-    store = open_store(state, cfg.proxy.maxConversations)
-    app = create_app(cfg, cfg.proxy.upstream or "", store=store, detector_factory=detector_factory)
-    uvicorn.run(
-        app,
-        host=cfg.proxy.host,
-        port=cfg.proxy.port,
-        # uvloop (a dependency) when importable: it cuts the per-chunk cost.
-        loop="auto",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    def server() -> uvicorn.Server:
+        store = open_store(cfg.proxy.state, cfg.proxy.maxConversations)
+        app = create_app(
+            cfg, cfg.proxy.upstream or "", store=store, detector_factory=detector_factory
+        )
+        return uvicorn.Server(
+            uvicorn.Config(
+                app,
+                # uvloop and httptools, measured cheapest per chunk (make bench)
+                loop="auto",
+                http="httptools",
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=5,
+                backlog=4096,
+            )
+        )
+
+    sock = socket.socket(socket.AF_INET6 if ":" in cfg.proxy.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((cfg.proxy.host, cfg.proxy.port))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    if cfg.proxy.workers == 1:
+        server().run(sockets=[sock])
+        return
+    _supervise(cfg.proxy.workers, lambda: server().run(sockets=[sock]))
+
+
+def _supervise(workers: int, serve: Callable[[], None]) -> None:
+    """Fork ``workers`` processes that share the listening socket; restart one that dies,
+    stop them all on SIGINT/SIGTERM."""
+    stopping = False
+
+    def start() -> int:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            code = 0
+            try:
+                serve()
+            except BaseException:
+                code = 1
+            os._exit(code)
+        return pid
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    children = {start() for _ in range(workers)}
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    while children:
+        try:
+            pid, _status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        children.discard(pid)
+        if not stopping:
+            children.add(start())
 
 
 def proxy_command(
@@ -84,6 +142,15 @@ def proxy_command(
     audit_log: Path | None = typer.Option(
         None, "--audit-log", help="Append a JSONL record per detection, cut and resume."
     ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="Processes serving the port (default 1)."
+    ),
+    state: str | None = typer.Option(
+        None,
+        "--state",
+        help="Conversation state: memory (default) or redis://host:port/db, shared by workers "
+        "and instances.",
+    ),
     settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
 ) -> None:
     """Proxy Anthropic Messages and OpenAI Chat Completions, cutting and resuming loops.
@@ -93,7 +160,9 @@ def proxy_command(
     """
     err = Console(stderr=True)
     try:
-        cfg = resolve_config(config, upstream, host, port, mode, audit_log, settings)
+        cfg = resolve_config(
+            config, upstream, host, port, mode, audit_log, settings, workers, state
+        )
         from looprescue.proxy.app import Proxy
 
         Proxy(cfg, cfg.proxy.upstream or "")  # validates the upstream URL
@@ -102,6 +171,14 @@ def proxy_command(
         raise typer.Exit(2) from None
     err.print(
         f"looprescue proxy on http://{cfg.proxy.host}:{cfg.proxy.port} -> {cfg.proxy.upstream} "
-        f"(mode {cfg.mode}, watch {cfg.watch})"
+        f"(mode {cfg.mode}, watch {cfg.watch}, {cfg.proxy.workers} worker(s), "
+        f"state {cfg.proxy.state})"
     )
-    run_proxy(cfg)
+    try:
+        run_proxy(cfg)
+    except OSError as exc:  # the port is taken, or the address is not ours
+        err.print(
+            "[red]error:[/red]",
+            escape(f"cannot listen on {cfg.proxy.host}:{cfg.proxy.port}: {exc}"),
+        )
+        raise typer.Exit(2) from None
