@@ -21,6 +21,7 @@ from collections.abc import Callable
 from benchmarks.bench_proxy import bench_text
 from benchmarks.proxy_fixtures import (
     Child,
+    anthropic_frames,
     post_stream,
     proxy_process,
     relay_process,
@@ -35,58 +36,7 @@ ROUNDS = 3
 TEXT = bench_text(DELTAS * CHUNK_CHARS, seed=7)
 
 
-def anthropic_frames(text: str, pace_ms: float) -> list[tuple[str, float]]:
-    """[frame, delay before it in ms] of one streamed Messages response carrying ``text``."""
-
-    def frame(payload: dict) -> str:
-        return f"event: {payload['type']}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
-
-    message = {
-        "id": "msg_bench",
-        "type": "message",
-        "role": "assistant",
-        "model": "deepseek-flash",
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 12, "output_tokens": 0},
-    }
-    frames = [
-        (frame({"type": "message_start", "message": message}), 0.0),
-        (frame({"type": "ping"}), 0.0),
-        (
-            frame(
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                }
-            ),
-            0.0,
-        ),
-    ]
-    for position in range(0, len(text), CHUNK_CHARS):
-        delta = {"type": "text_delta", "text": text[position : position + CHUNK_CHARS]}
-        payload = {"type": "content_block_delta", "index": 0, "delta": delta}
-        frames.append((frame(payload), pace_ms if position else 0.0))
-    frames += [
-        (frame({"type": "content_block_stop", "index": 0}), 0.0),
-        (
-            frame(
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": 150},
-                }
-            ),
-            0.0,
-        ),
-        (frame({"type": "message_stop"}), 0.0),
-    ]
-    return frames
-
-
-FRAMES = anthropic_frames(TEXT, PACE_MS)
+FRAMES = anthropic_frames("", TEXT, PACE_MS, CHUNK_CHARS)
 REQUEST = json.dumps(
     {
         "model": "deepseek-flash",

@@ -13,9 +13,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -63,13 +65,11 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def wait_listening(port: int, process: subprocess.Popen, what: str) -> None:
+def wait_listening(port: int, process: subprocess.Popen, what: str, log: str) -> None:
     deadline = time.monotonic() + 60
     while True:
         if process.poll() is not None:
-            raise RuntimeError(
-                f"{what} exited early:\n{process.stderr.read() if process.stderr else ''}"
-            )
+            raise RuntimeError(f"{what} exited early:\n{Path(log).read_text()}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -85,15 +85,17 @@ class Child:
     def __init__(self, command: list[str], port: int, what: str, env: dict | None = None) -> None:
         self.port = port
         self.base_url = f"http://127.0.0.1:{port}"
+        # stderr to a file, not a pipe: a pipe nobody reads blocks a chatty child
+        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
         self.process = subprocess.Popen(
             command,
             cwd=REPO_ROOT,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
             text=True,
             env={**os.environ, **(env or {})},
         )
-        wait_listening(port, self.process, what)
+        wait_listening(port, self.process, what, self.log.name)
 
     @property
     def pid(self) -> int:
@@ -105,6 +107,10 @@ class Child:
     def rss(self) -> int:
         return rss_kib(self.pid)
 
+    def errors(self) -> str:
+        """What the child wrote to stderr so far."""
+        return Path(self.log.name).read_text()
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -113,6 +119,8 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)
 
 
 def python(code: str, *args: str) -> list[str]:
@@ -122,10 +130,65 @@ def python(code: str, *args: str) -> list[str]:
 # --------------------------------------------------------------------------- paced upstream
 
 
+def anthropic_frames(
+    reasoning: str, text: str, pace_ms: float, chunk_chars: int = 6
+) -> list[tuple[str, float]]:
+    """[frame, delay before it in ms] of one streamed Messages response: a thinking block with
+    ``reasoning`` (when not empty), then a text block with ``text``, one delta every
+    ``pace_ms``."""
+
+    def frame(payload: dict) -> str:
+        return f"event: {payload['type']}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+
+    message = {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "deepseek-flash",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 0},
+    }
+    frames = [(frame({"type": "message_start", "message": message}), 0.0)]
+    frames.append((frame({"type": "ping"}), 0.0))
+    blocks = [("thinking", "thinking_delta", reasoning), ("text", "text_delta", text)]
+    index = 0
+    for kind, delta_kind, content in blocks:
+        if not content:
+            continue
+        start = (
+            {"type": kind, kind: ""}
+            if kind == "text"
+            else {"type": kind, kind: "", "signature": ""}
+        )
+        frames.append(
+            (frame({"type": "content_block_start", "index": index, "content_block": start}), 0.0)
+        )
+        for position in range(0, len(content), chunk_chars):
+            delta = {"type": delta_kind, kind: content[position : position + chunk_chars]}
+            payload = {"type": "content_block_delta", "index": index, "delta": delta}
+            frames.append((frame(payload), pace_ms if len(frames) > 3 else 0.0))
+        frames.append((frame({"type": "content_block_stop", "index": index}), 0.0))
+        index += 1
+    end = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        "usage": {"output_tokens": 150},
+    }
+    frames.append((frame(end), 0.0))
+    frames.append((frame({"type": "message_stop"}), 0.0))
+    return frames
+
+
 def upstream_process(scenarios_json: str) -> Child:
     """The paced upstream (see :func:`serve_paced_upstream`) in its own process."""
     port = free_port()
     code = "from benchmarks.proxy_fixtures import serve_paced_upstream as s; s()"
+    script = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # noqa: SIM115
+    with script:
+        script.write(scenarios_json)
+    scenarios_json = script.name
     return Child(
         python(code),
         port,
@@ -137,15 +200,17 @@ def upstream_process(scenarios_json: str) -> Child:
 def serve_paced_upstream() -> None:
     """An HTTP/1.1 keep-alive server writing pre-rendered SSE frames, one chunk each.
 
-    ``BENCH_SCENARIOS`` (JSON) maps a scenario name to a list of ``[frame, delay_ms]``; the
-    request names its scenario in the ``x-bench-scenario`` header. A frame ``null`` with delay
-    ``-1`` cuts the connection; ``"status:503"`` as the only frame answers with that status.
+    ``BENCH_SCENARIOS`` (a JSON file) maps a scenario name to a list of ``[frame, delay_ms]``; the
+    request names its scenario in the ``x-bench-scenario`` header, and a continuation (its body
+    holds the proxy's ``[looprescue]`` correction) gets scenario ``NAME:resume`` when there is
+    one. A frame ``null`` cuts the connection; ``"status:503"`` as the only frame answers with
+    that status.
     """
     import uvloop
 
     scenarios = {
         name: [(frame.encode() if frame is not None else None, delay) for frame, delay in frames]
-        for name, frames in json.loads(os.environ["BENCH_SCENARIOS"]).items()
+        for name, frames in json.loads(Path(os.environ["BENCH_SCENARIOS"]).read_text()).items()
     }
     port = int(os.environ["BENCH_PORT"])
 
@@ -162,7 +227,9 @@ def serve_paced_upstream() -> None:
                         length = int(value)
                     elif name == b"x-bench-scenario":
                         scenario = value.strip().decode()
-                await reader.readexactly(length)
+                body = await reader.readexactly(length)
+                if b"[looprescue]" in body and f"{scenario}:resume" in scenarios:
+                    scenario = f"{scenario}:resume"
                 frames = scenarios[scenario]
                 if frames and frames[0][0] is not None and frames[0][0].startswith(b"status:"):
                     status = frames[0][0].split(b":")[1]
@@ -267,6 +334,56 @@ class NoopDetector:
 
     def safe_offset(self, channel: str) -> int:
         return 1 << 62
+
+
+def stats_route(app: Any) -> Any:
+    """Wrap the proxy's ASGI app with ``GET /__bench/stats``: live tasks, busy upstream
+    connections and the rescue totals of this process (benchmarks only)."""
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/__bench/stats":
+            await app(scope, receive, send)
+            return
+        proxy = app.state.proxy
+        totals = proxy.totals
+        body = json.dumps(
+            {
+                "tasks": len(asyncio.all_tasks()) - 1,  # this request's own task excluded
+                "busy_upstream": proxy.transport.busy_connections(),
+                "responses": totals.responses,
+                "rescues": totals.rescues,
+                "detections": totals.detections,
+                "leaked_loop_chars": totals.leaked_loop_chars,
+                "upstream_cancelled": totals.upstream_cancelled,
+            }
+        ).encode()
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return wrapped
+
+
+def soak_proxy_process(upstream_url: str, *settings: str) -> Child:
+    """``looprescue proxy`` (rescue mode, one worker) with the stats route."""
+    port = free_port()
+    code = "from benchmarks.proxy_fixtures import serve_stats_proxy as s; s()"
+    args = ["proxy", "--upstream", upstream_url, "--port", str(port), *settings]
+    return Child(python(code, *args), port, "proxy (soak)")
+
+
+def serve_stats_proxy() -> None:
+    from looprescue.commands.proxy import resolve_config, run_proxy
+
+    args = sys.argv[2:]
+    named = dict(zip(args[0:4:2], args[1:4:2], strict=True))
+    settings = [
+        value for flag, value in zip(args[4::2], args[5::2], strict=True) if flag == "--set"
+    ]
+    cfg = resolve_config(
+        None, named["--upstream"], None, int(named["--port"]), None, None, settings
+    )
+    run_proxy(cfg, wrap=stats_route)
 
 
 def serve_noop_proxy() -> None:

@@ -54,9 +54,31 @@ def resolve_config(
     return cfg
 
 
-def run_proxy(cfg: LoopRescueConfig, *, detector_factory: Callable[[], Any] | None = None) -> None:
+def server_config(app: Any) -> Any:
+    """The ASGI server settings of the proxy (uvicorn)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        # uvloop and httptools: measured cheapest per relayed chunk (make bench)
+        loop="auto",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        backlog=4096,
+    )
+
+
+def run_proxy(
+    cfg: LoopRescueConfig,
+    *,
+    detector_factory: Callable[[], Any] | None = None,
+    wrap: Callable[[Any], Any] | None = None,
+) -> None:
     """Serve the proxy until interrupted: ``proxy.workers`` processes on one port, each with
-    its own upstream pool and its own view of ``proxy.state``."""
+    its own upstream pool and its own view of ``proxy.state``. ``wrap`` may wrap the ASGI app
+    (benchmarks add an introspection route this way)."""
     import uvicorn
 
     from looprescue.proxy.app import create_app
@@ -67,18 +89,7 @@ def run_proxy(cfg: LoopRescueConfig, *, detector_factory: Callable[[], Any] | No
         app = create_app(
             cfg, cfg.proxy.upstream or "", store=store, detector_factory=detector_factory
         )
-        return uvicorn.Server(
-            uvicorn.Config(
-                app,
-                # uvloop and httptools, measured cheapest per chunk (make bench)
-                loop="auto",
-                http="httptools",
-                log_level="warning",
-                access_log=False,
-                timeout_graceful_shutdown=5,
-                backlog=4096,
-            )
-        )
+        return uvicorn.Server(server_config(wrap(app) if wrap else app))
 
     sock = socket.socket(socket.AF_INET6 if ":" in cfg.proxy.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

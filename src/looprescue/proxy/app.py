@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -64,7 +64,6 @@ class ProxyTotals:
     kept_loop_chars: int = 0
     leaked_loop_chars: int = 0
     upstream_cancelled: int = 0
-    per_response: list[RescueStats] = field(default_factory=list)
 
     def add(self, stats: RescueStats) -> None:
         self.responses += 1
@@ -74,8 +73,6 @@ class ProxyTotals:
         self.pruned_chars += stats.pruned_chars
         self.kept_loop_chars += stats.kept_loop_chars
         self.leaked_loop_chars += stats.leaked_loop_chars
-        if len(self.per_response) < 10_000:
-            self.per_response.append(stats)
 
 
 def create_app(

@@ -266,6 +266,7 @@ class Http1Transport:
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._all: set[_Connection] = set()
         self._ssl: ssl.SSLContext | None = None
+        self._sweep: asyncio.TimerHandle | None = None
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -312,6 +313,20 @@ class Http1Transport:
             return
         connection.idle_since = time.monotonic()
         self._idle.setdefault(connection.origin, []).append(connection)
+        if self._sweep is None:
+            loop = asyncio.get_running_loop()
+            self._sweep = loop.call_later(IDLE_EXPIRY_SECONDS, self._close_expired)
+
+    def _close_expired(self) -> None:
+        """Close idle connections past their expiry (the pool holds no socket for long)."""
+        self._sweep = None
+        now = time.monotonic()
+        for stack in self._idle.values():
+            for connection in [c for c in stack if now - c.idle_since >= IDLE_EXPIRY_SECONDS]:
+                connection.close()  # removes it from the stack
+        if any(self._idle.values()):
+            loop = asyncio.get_running_loop()
+            self._sweep = loop.call_later(IDLE_EXPIRY_SECONDS / 2, self._close_expired)
 
     def forget(self, connection: _Connection) -> None:
         self._all.discard(connection)
@@ -382,6 +397,9 @@ class Http1Transport:
         return sum(1 for c in self._all if id(c) not in idle and not c.closed)
 
     async def aclose(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for connection in list(self._all):
             connection.close()
         self._idle.clear()
