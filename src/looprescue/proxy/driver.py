@@ -107,7 +107,8 @@ class ExchangeDriver:
                 step = exchange.fail(UpstreamFailed(_failure_kind(err), err.message))
             else:
                 step = exchange.feed_bytes(chunk) if chunk else exchange.upstream_ended()
-            await self.carry_out(step)
+            if step.save is not None or step.audit:
+                await self.carry_out(step)
             if step.client:
                 yield step.client
             if exchange.reading:

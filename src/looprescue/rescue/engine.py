@@ -359,14 +359,21 @@ class RescueEngine:
             self.stats.pruned_chars += len(text)
             return []
         start = attempt.fed[channel]
-        attempt.fed[channel] = start + len(text)
+        end = attempt.fed[channel] = start + len(text)
         attempt.channel_text[channel].append(text)
         queue = attempt.queue
-        queue.push_text(index, channel, start, text)
-        if channel in self._watched:
+        watched = channel in self._watched
+        if watched:
             hit = attempt.detector.feed(channel, text)
             if hit is not None:
+                queue.push_text(index, channel, start, text)
                 return self._on_hit(hit, index)
+        if not queue and (
+            not self._acting or not watched or attempt.detector.safe_offset(channel) >= end
+        ):
+            # nothing held before it and nothing of it suspicious: straight to the client
+            return self._emit_text(Released(index, channel, text))
+        queue.push_text(index, channel, start, text)
         if not self._acting:
             return self._release(None)
         out = self._release(self._safe_offset)
