@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from e2e.model import MODEL_ALIAS, install, serve
+from e2e.model import MODEL_ALIAS, install, serve, stop_on_sigterm
 from e2e.prompts import load_prompts, sampling
 
 
@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         prompts = [p for p in prompts if p.id in wanted]
+    stop_on_sigterm()
     install(args.venv)
     server = serve(args.venv, args.out.with_suffix(".server.log"))
     try:

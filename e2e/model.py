@@ -6,7 +6,9 @@ takes about ten minutes on two cores, so pip's wheel cache is what makes a secon
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import signal
 import socket
 import subprocess
 import sys
@@ -121,6 +123,18 @@ class Server:
                 self.process.wait()
 
 
+def die_with_parent() -> None:
+    """``preexec_fn`` for the servers started here: Linux kills them when their parent dies,
+    so that a run killed outright leaves no model server behind."""
+    if sys.platform == "linux":
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so that ``finally`` blocks stop the servers started."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def serve(venv: Path, log: Path, port: int | None = None, threads: int = 2) -> Server:
     """Start the server and wait until it answers ``/v1/models``."""
     gguf = gguf_path(venv)
@@ -145,7 +159,9 @@ def serve(venv: Path, log: Path, port: int | None = None, threads: int = 2) -> S
         "False",
     ]
     handle = log.open("ab")
-    process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        command, stdout=handle, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+    )
     server = Server(process, port, gguf, llama_cpp_version(venv))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
