@@ -11,7 +11,7 @@ from tests.test_dsh_helpers import fixture_log, install_session, raw_frames, tre
 from typer.testing import CliRunner
 
 from looprescue.cli import app
-from looprescue.dsh import SessionFormatError, SessionLock, open_log
+from looprescue.dsh import SessionChangedError, SessionFormatError, SessionLock, open_log
 from looprescue.dsh.backup import backup_path_for, make_backup, restore_backup
 from looprescue.dsh.edit import SessionEditor
 from looprescue.dsh.findings import scan_events
@@ -228,7 +228,7 @@ def test_edit_refused_when_the_log_changes_meanwhile(tmp_path):
     with SessionEditor(log, data_dir=data) as editor:
         with log.open("ab") as fh:  # a writer we could not lock out appends a frame
             fh.write(raw_frames(log)[-1])
-        with pytest.raises(SessionFormatError, match="changed while it was being edited"):
+        with pytest.raises(SessionChangedError, match="changed while it was being edited"):
             editor.backup()
     assert not (tmp_path / "sessions-loop-rescue-backup").exists()
 

@@ -9,8 +9,9 @@ import orjson
 import pytest
 from tests.test_doctor_helpers import a_busy_session
 
-from looprescue.doctor.tail import LogDecoder, SessionTail
+from looprescue.doctor.tail import SessionTail
 from looprescue.dsh import SessionAccessError, SessionFormatError
+from looprescue.dsh.decoder import Line, LogDecoder
 from looprescue.dsh.frames import compress_frame
 
 SESSIONS_LOG = a_busy_session()
@@ -124,9 +125,12 @@ def test_missing_file_and_garbage_fail_loudly_naming_the_file(tmp_path: Path) ->
 def test_decoder_byte_by_byte_equals_all_at_once() -> None:
     data = compress_frame(LINES[0]) + compress_frame(b"".join(LINES[1:]))
     decoder = LogDecoder()
-    lines = [line for byte in range(len(data)) for line in decoder.feed(data[byte : byte + 1])]
+    items = [item for byte in range(len(data)) for item in decoder.feed(data[byte : byte + 1])]
+    lines = [item.raw for item in items if isinstance(item, Line)]
     assert lines == [line.rstrip(b"\n") for line in LINES]
+    assert [type(item).__name__ for item in items].count("Frame") == 2
     assert decoder.pending_bytes == 0 and decoder.encoding == "zstd"
+    assert decoder.close() is None
 
 
 def test_a_long_log_is_taken_in_bounded_bites(tmp_path: Path) -> None:

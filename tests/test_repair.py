@@ -12,6 +12,7 @@ from looprescue.dsh import open_log
 from looprescue.dsh.closers import OpenTurnTracker
 from looprescue.dsh.frames import iter_frames
 from looprescue.dsh.lines import iter_lines
+from looprescue.dsh.records import record_of
 
 runner = CliRunner()
 
@@ -195,11 +196,11 @@ def test_closers_for_started_and_unstarted_tool_calls():
         {"type": "step/start", "seq": 1, "time": 2, "data": {"turn": 2, "step": 3}},
         {"type": "assistant/message", "seq": 2, "time": 3,
          "data": {"turn": 2, "step": 3, "message": message}},
-        {"type": "tool/call", "seq": 3, "time": 4, "data": {"callId": "call_a"}},
-        {"type": "tool/call", "seq": 4, "time": 5, "data": {"callId": "call_b"}},
+        {"type": "tool/call", "seq": 3, "time": 4, "data": {"callId": "call_a", "name": "bash"}},
+        {"type": "tool/call", "seq": 4, "time": 5, "data": {"callId": "call_b", "name": "read"}},
         {"type": "tool/result", "seq": 5, "time": 6, "data": {"message": {"toolCallId": "call_b"}}},
     ]:  # fmt: skip
-        tracker.observe(event)
+        tracker.observe(record_of(event))
     closers = tracker.closers()
     assert [(c["type"], c["seq"], c["time"]) for c in closers] == [
         ("tool/result", 6, 6), ("tool/result", 7, 6), ("step/end", 8, 6), ("turn/end", 9, 6)
@@ -211,7 +212,7 @@ def test_closers_for_started_and_unstarted_tool_calls():
     assert "sourceEventSeqs" not in unstarted
     assert unstarted["data"]["error"] == {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
     assert closers[2]["data"] == {"turn": 2, "step": 3}
-    tracker.observe(closers[-1])
+    tracker.observe(record_of(closers[-1]))
     assert tracker.closers() == []
 
 

@@ -8,6 +8,7 @@ from looprescue.config import LoopRescueConfig
 from looprescue.dsh import open_log
 from looprescue.dsh.findings import SessionScanner, scan_events
 from looprescue.dsh.narration import NarrationTracker
+from looprescue.dsh.records import record_of
 
 LOOP_TEXT = "Sessions live under $DSH_HOME/sessions. " * 20
 CLEAN_TEXT = "The loader merges the bundle, profile, home and patch layers in that order."
@@ -91,7 +92,7 @@ def _run(events: list[dict]) -> list:
     scanner = SessionScanner("s", "p")
     out = []
     for event in events:
-        out.extend(scanner.feed(event))
+        out.extend(scanner.feed(record_of(event)))
     out.extend(scanner.finish())
     return [f for f in out if f.is_loop]
 
@@ -125,7 +126,7 @@ def test_narration_threshold_comes_from_config():
     config = LoopRescueConfig.model_validate({"doctor": {"narrationMinRepeats": 4}})
     scanner = SessionScanner("s", "p", config)
     for i in range(3):
-        scanner.feed(_message(i, CLEAN_TEXT))
+        scanner.feed(record_of(_message(i, CLEAN_TEXT)))
     assert [f for f in scanner.finish() if f.is_loop] == []
 
 

@@ -12,12 +12,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from looprescue.errors import LoopRescueError
+
 Mode = Literal["rescue", "cut", "observe"]
 Watch = Literal["both", "reasoning", "text"]
 Language = Literal["auto", "zh", "en"]
 
 
-class ConfigError(ValueError):
+class ConfigError(LoopRescueError, ValueError):
     """A configuration value is wrong; the message names the key and the reason."""
 
 

@@ -7,21 +7,30 @@ from pathlib import Path
 import orjson
 import typer
 
-from looprescue.commands.common import SET_HELP, parse_settings
-from looprescue.config import ConfigError, load_config
+from looprescue.commands.common import (
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    SET_HELP,
+    crash_line,
+    parse_settings,
+    report_warnings,
+)
+from looprescue.config import load_config
 from looprescue.dsh import (
-    SessionFormatError,
+    SessionAccessError,
+    SessionError,
     find_session_logs,
     is_locked_by_dsh,
     open_log,
     resolve_data_dir,
     resolve_session,
 )
-from looprescue.dsh.backup import backup_path_for, restore_backup
+from looprescue.dsh.backup import backup_path_for, older_backups, restore_backup
 from looprescue.dsh.clean import CleanPlan, plan_clean
 from looprescue.dsh.edit import SessionEditor, ensure_editable, rewrite_lines, verify_line_edits
-from looprescue.dsh.findings import scan_events
+from looprescue.dsh.findings import scan_records
 from looprescue.dsh.prune import Language
+from looprescue.errors import LoopRescueError
 
 
 def register(app: typer.Typer) -> None:
@@ -55,25 +64,31 @@ def describe_plan(plan: CleanPlan) -> list[str]:
 
 
 def _looping_sessions(data_dir: Path, cfg) -> list[tuple[Path, str, float, int]]:
-    """(log, session id, last event time, loop count) of sessions with loops, newest first."""
+    """(log, session id, last event time, loop count) of sessions with loops, newest first.
+    A session that cannot be read (or hits a bug) is reported and left out of the list."""
     found = []
     for log_path in find_session_logs([data_dir]):
         try:
             log = open_log(log_path)
             last = [log.header["createdAt"]]
 
-            def timed(events, last=last):
-                for event in events:
-                    last[0] = event["time"]
-                    yield event
+            def timed(records, last=last):
+                for record in records:
+                    last[0] = record.event["time"]
+                    yield record
 
             loops = sum(
                 1
-                for f in scan_events(timed(log.events()), log.session_id, str(log_path), cfg)
+                for f in scan_records(timed(log.records()), log.session_id, str(log_path), cfg)
                 if f.kind == "loop" and f.source == "message"
             )
-        except SessionFormatError as exc:
+        except SessionError as exc:
             typer.echo(f"warning: skipping unreadable session: {exc}", err=True)
+            continue
+        except BrokenPipeError:
+            raise
+        except Exception as exc:
+            typer.echo(f"warning: skipping a session: {crash_line(exc, log_path)}", err=True)
             continue
         if loops:
             found.append((log_path, log.session_id, last[0], loops))
@@ -98,7 +113,7 @@ def _pick_session(data_dir: Path, cfg, assume_yes: bool) -> Path | None:
         if not 1 <= index <= len(candidates):
             raise ValueError
     except ValueError:
-        raise SessionFormatError(f"not a listed number: {choice!r}") from None
+        raise SessionAccessError(f"not a listed number: {choice!r}") from None
     return candidates[index - 1][0]
 
 
@@ -127,7 +142,8 @@ def clean_command(
     """Cut looping reasoning/text out of the assistant messages of one session.
 
     Backs up first, writes a temp file, verifies it by reading it back, then atomically
-    replaces the log. Exit code 0 on success or nothing to do, 2 on any error.
+    replaces the log. Exit code 0 on success or nothing to do, 2 on any error (nothing is
+    written then), 3 on a bug in looprescue.
     """
     try:
         flags = {"marker": marker, "language": language}
@@ -139,10 +155,10 @@ def clean_command(
         data_dir = resolve_data_dir(data)
         if session is None:
             if undo:
-                raise SessionFormatError("--undo needs the SESSION to restore")
+                raise SessionAccessError("--undo needs the SESSION to restore")
             picked = _pick_session(data_dir, cfg, yes)
             if picked is None:
-                raise typer.Exit(0)
+                raise typer.Exit(EXIT_OK)
             log_path = picked
         else:
             log_path = resolve_session(session, data_dir)
@@ -150,10 +166,10 @@ def clean_command(
             _undo(log_path, data_dir, force, yes)
         else:
             _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output)
-    except (SessionFormatError, ConfigError) as exc:
+    except LoopRescueError as exc:
         typer.echo(f"error: {exc}", err=True)
         typer.echo("nothing was written", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_UNREADABLE) from None
 
 
 def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
@@ -161,7 +177,7 @@ def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
     if dry_run:
         log = open_log(log_path)
         ensure_editable(log)
-        plan = plan_clean(log, cfg, marker=cfg.marker, language=language)
+        plan = _plan(log, cfg, language)
         _show(plan, json_output)
         if is_locked_by_dsh(log_path.parent):
             typer.echo("note: DSH holds this session right now; a real clean would refuse")
@@ -171,7 +187,7 @@ def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
     warn = lambda message: typer.echo(message, err=True)  # noqa: E731
     with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
         log = open_log(log_path)
-        plan = plan_clean(log, cfg, marker=cfg.marker, language=language)
+        plan = _plan(log, cfg, language)
         _show(plan, json_output)
         if not plan.changes:
             return
@@ -190,6 +206,15 @@ def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
     typer.echo(f"undo with: looprescue clean --undo {log_path}")
 
 
+def _plan(log, cfg, language: Language) -> CleanPlan:
+    """The one plan a dry run shows and a real clean carries out."""
+    plan = plan_clean(log, cfg, marker=cfg.marker, language=language)
+    report_warnings(log.path, log.warnings)
+    for reason in plan.skipped:
+        typer.echo(f"warning: {log.path}: {reason}", err=True)
+    return plan
+
+
 def _show(plan: CleanPlan, json_output: bool) -> None:
     if json_output:
         record = {"path": str(plan.log.path), "session": plan.log.session_id}
@@ -202,8 +227,8 @@ def _show(plan: CleanPlan, json_output: bool) -> None:
 
 def _undo(log_path: Path, data_dir: Path, force: bool, yes: bool) -> None:
     backup = backup_path_for(log_path, data_dir)
-    if not backup.is_file():
-        raise SessionFormatError(
+    if not backup.is_file() and not older_backups(backup):
+        raise SessionAccessError(
             "no backup to restore (nothing was cleaned or repaired)", path=backup
         )
     typer.echo(f"restore {log_path} from {backup}")

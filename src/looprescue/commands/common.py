@@ -1,7 +1,10 @@
-"""Helpers shared by the commands: config overrides from flags, session-error reports."""
+"""Helpers shared by the commands: config overrides from flags, exit codes, and how errors,
+warnings and crashes are reported."""
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -9,9 +12,19 @@ import typer
 import yaml
 
 from looprescue.config import ConfigError
-from looprescue.dsh import SessionFormatError
+from looprescue.dsh import SessionError
 
 SET_HELP = "Override a config key, e.g. --set detector.poolWindow=40 (repeatable)."
+
+# 1 means "found something" (a loop, a detour), never "failed": a script can rely on it.
+EXIT_OK, EXIT_FOUND, EXIT_UNREADABLE, EXIT_BUG = 0, 1, 2, 3
+REPORT_TO = "the looprescue issue tracker"
+
+
+class Settings:
+    """Options of the whole command line (set by the top-level callback on every run)."""
+
+    debug = False
 
 
 def parse_settings(items: list[str] | None) -> dict[str, Any]:
@@ -29,8 +42,51 @@ def parse_settings(items: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
-def report_session_error(exc: SessionFormatError, json_output: bool) -> None:
+def report_session_error(exc: SessionError, json_output: bool) -> None:
     """On stderr for people; with --json also as a record on stdout."""
     typer.echo(f"error: {exc}", err=True)
     if json_output:
         typer.echo(orjson.dumps(exc.to_dict()).decode())
+
+
+def report_warnings(path: Path, warnings: list[str]) -> None:
+    """What a reader tolerated in one log (and how many more it did not list)."""
+    for warning in warnings:
+        typer.echo(f"warning: {path}: {warning}", err=True)
+    dropped = getattr(warnings, "dropped", 0)
+    if dropped:
+        typer.echo(f"warning: {path}: {dropped} more warnings not shown", err=True)
+
+
+def crash_line(exc: BaseException, path: Path | None = None) -> str:
+    """One line for an exception that is a bug: what, where in looprescue, where to report."""
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        marker = frame.filename.rfind("looprescue/")
+        if marker >= 0:
+            where = f" at {frame.filename[marker:]}:{frame.lineno}"
+            break
+    reading = f" while reading {path}" if path is not None else ""
+    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return (
+        f"looprescue: internal error{reading}: {type(exc).__name__}"
+        f"{': ' + detail if detail else ''}{where}. This is a bug in looprescue, not a problem "
+        f"you caused; please report it to {REPORT_TO} with this line "
+        "(run again with --debug for the traceback)."
+    )
+
+
+def report_crash(exc: BaseException, path: Path | None = None) -> None:
+    """Report a bug: one line, plus the traceback with --debug."""
+    if Settings.debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    typer.echo(crash_line(exc, path), err=True)
+
+
+def worst(codes: list[int]) -> int:
+    """The exit code of a run over several sessions: a bug beats unreadable input beats a
+    finding beats nothing."""
+    for code in (EXIT_BUG, EXIT_UNREADABLE, EXIT_FOUND):
+        if code in codes:
+            return code
+    return EXIT_OK

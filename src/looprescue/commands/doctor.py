@@ -14,13 +14,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from looprescue.commands.common import SET_HELP, parse_settings, report_session_error
+from looprescue.commands.common import (
+    EXIT_BUG,
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    SET_HELP,
+    parse_settings,
+    report_crash,
+    report_session_error,
+    report_warnings,
+    worst,
+)
 from looprescue.config import ConfigError, DoctorConfig, load_config
 from looprescue.doctor import DetourSignal, SessionAnalysis, analyze_log
 from looprescue.doctor.tail import SessionTail
-from looprescue.dsh import SessionFormatError, find_session_logs, open_log, resolve_data_dir
+from looprescue.dsh import SessionError, find_session_logs, open_log, resolve_data_dir
 
-EXIT_CLEAN, EXIT_SIGNALS, EXIT_UNREADABLE = 0, 1, 2
+EXIT_CLEAN, EXIT_SIGNALS = EXIT_OK, EXIT_FOUND
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +56,8 @@ def doctor_command(
     ),
 ) -> None:
     """Find detours in agent sessions: which happened, in which turn, and the events that prove
-    it. Exit code 1 when any signal is found, 0 when none, 2 when input cannot be read."""
+    it. Exit code 1 when any signal is found, 0 when none, 2 when input cannot be read (every
+    other session is still analysed), 3 on a bug in looprescue."""
     err = Console(stderr=True, soft_wrap=True)
     try:
         options = load_config(config, parse_settings(settings)).doctor
@@ -67,32 +79,42 @@ def doctor_command(
 def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: Console) -> int:
     try:
         logs = find_session_logs(paths)
-    except SessionFormatError as exc:
+    except SessionError as exc:
         report_session_error(exc, json_output)
         return EXIT_UNREADABLE
     out = Console(highlight=False)
-    unreadable = found = False
-    for path in logs:
-        try:
-            log = open_log(path)
-            signals = analyze_log(
-                log.events(tolerate_torn_tail=True), log.session_id, options, header=log.header
-            )
-        except SessionFormatError as exc:
-            report_session_error(exc, json_output)
-            unreadable = True
-            continue
-        if log.torn_tail is not None:
-            err.print(f"[yellow]note:[/yellow] {escape(str(log.torn_tail))}; read up to it")
-        found = found or bool(signals)
-        if json_output:
-            for signal in signals:
-                typer.echo(_json_line(signal, path))
-        else:
-            _print_session(out, log.session_id, path, signals)
-    if unreadable:
+    return worst([_diagnose_one(path, options, json_output, out, err) for path in logs])
+
+
+def _diagnose_one(
+    path: Path, options: DoctorConfig, json_output: bool, out: Console, err: Console
+) -> int:
+    """One session's signals; its exit code. A crash is reported and the next one read."""
+    log = None
+    try:
+        log = open_log(path)
+        signals = analyze_log(
+            log.events(tolerate_torn_tail=True), log.session_id, options, header=log.header
+        )
+    except SessionError as exc:
+        report_session_error(exc, json_output)
         return EXIT_UNREADABLE
-    return EXIT_SIGNALS if found else EXIT_CLEAN
+    except BrokenPipeError:
+        raise
+    except Exception as exc:
+        report_crash(exc, path)
+        return EXIT_BUG
+    finally:
+        if log is not None:
+            report_warnings(path, log.warnings)
+    if log.torn_tail is not None:
+        err.print(f"[yellow]note:[/yellow] {escape(str(log.torn_tail))}; read up to it")
+    if json_output:
+        for signal in signals:
+            typer.echo(_json_line(signal, path))
+    else:
+        _print_session(out, log.session_id, path, signals)
+    return EXIT_SIGNALS if signals else EXIT_CLEAN
 
 
 def _json_line(signal: DetourSignal, path: Path) -> str:
@@ -144,7 +166,7 @@ def _follow(
             return EXIT_UNREADABLE
         path = logs[0]
         tail = SessionTail(path)
-    except SessionFormatError as exc:
+    except SessionError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_UNREADABLE
     out = Console(highlight=False, soft_wrap=True)
@@ -171,8 +193,10 @@ def _follow(
         while not ctrl_c.pressed:
             try:
                 update = tail.poll()
-            except SessionFormatError as exc:
+            except SessionError as exc:
                 err.print(f"[red]error:[/red] {escape(str(exc))}")
+                if analysis is not None:
+                    show(analysis.finish())  # what was read before the damage still counts
                 return EXIT_UNREADABLE
             for notice in update.notices:
                 err.print(f"[yellow]note:[/yellow] {escape(notice)}")

@@ -6,14 +6,11 @@ from pathlib import Path
 
 import typer
 
-from looprescue.dsh import (
-    SessionFormatError,
-    is_locked_by_dsh,
-    resolve_data_dir,
-    resolve_session,
-)
+from looprescue.commands.common import EXIT_UNREADABLE, report_warnings
+from looprescue.dsh import is_locked_by_dsh, resolve_data_dir, resolve_session
 from looprescue.dsh.edit import SessionEditor, ensure_editable
 from looprescue.dsh.repair import plan_repair, verify_repair, write_repair
+from looprescue.errors import LoopRescueError
 
 
 def register(app: typer.Typer) -> None:
@@ -34,13 +31,15 @@ def repair_command(
 ) -> None:
     """Salvage every complete record of a log with a torn or truncated tail, rewrite it as
     valid frames and close an open last turn the way DSH does. Damage before the tail is
-    reported, not repaired. Exit code 0 on success or nothing to do, 2 on any error."""
+    reported, not repaired. Exit code 0 on success or nothing to do, 2 on any error (nothing
+    is written then), 3 on a bug in looprescue."""
     try:
         data_dir = resolve_data_dir(data)
         log_path = resolve_session(session, data_dir)
         if dry_run:
             plan = plan_repair(log_path)
             ensure_editable(plan.log)
+            report_warnings(log_path, plan.warnings)
             for line in plan.describe():
                 typer.echo(f"{log_path}: {line}")
             if is_locked_by_dsh(log_path.parent):
@@ -53,6 +52,7 @@ def repair_command(
         with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
             plan = plan_repair(log_path)
             ensure_editable(plan.log)
+            report_warnings(log_path, plan.warnings)
             for line in plan.describe():
                 typer.echo(f"{log_path}: {line}")
             if not plan.needed:
@@ -70,7 +70,7 @@ def repair_command(
             editor.commit(writer, verify_repair(plan))
         typer.echo(f"repaired {log_path}; backup: {backup}")
         typer.echo(f"undo with: looprescue clean --undo {log_path}")
-    except SessionFormatError as exc:
+    except LoopRescueError as exc:
         typer.echo(f"error: {exc}", err=True)
         typer.echo("nothing was written", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_UNREADABLE) from None

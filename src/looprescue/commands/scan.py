@@ -9,10 +9,21 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
-from looprescue.commands.common import SET_HELP, parse_settings, report_session_error
+from looprescue.commands.common import (
+    EXIT_BUG,
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    SET_HELP,
+    parse_settings,
+    report_crash,
+    report_session_error,
+    report_warnings,
+    worst,
+)
 from looprescue.config import ConfigError, load_config
-from looprescue.dsh import SessionFormatError, find_session_logs, open_log, resolve_data_dir
-from looprescue.dsh.findings import Finding, scan_events
+from looprescue.dsh import SessionError, find_session_logs, open_log, resolve_data_dir
+from looprescue.dsh.findings import Finding, scan_records
 
 
 def register(app: typer.Typer) -> None:
@@ -56,22 +67,22 @@ def scan_command(
 ) -> None:
     """Replay every assistant message (and failed attempt) through the loop detector.
 
-    Exit code 1 if any loop is found, 0 if none, 2 if some input cannot be read.
+    Exit code 1 if any loop is found, 0 if none, 2 if some input cannot be read (every other
+    session is still scanned), 3 on a bug in looprescue.
     """
     err = Console(stderr=True)
     try:
         cfg = load_config(config, parse_settings(settings))
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_UNREADABLE) from None
     inputs = list(paths) if paths else [resolve_data_dir(data)]
     try:
         logs = find_session_logs(inputs)
-    except SessionFormatError as exc:
+    except SessionError as exc:
         report_session_error(exc, json_output)
-        raise typer.Exit(2) from None
-    found_loop = False
-    failed = False
+        raise typer.Exit(EXIT_UNREADABLE) from None
+    codes: list[int] = []
     progress = Progress(
         TextColumn("scanning"),
         BarColumn(),
@@ -84,19 +95,33 @@ def scan_command(
     with progress:
         task = progress.add_task("scan", total=len(logs))
         for log_path in logs:
-            try:
-                log = open_log(log_path)
-                for finding in scan_events(log.events(), log.session_id, str(log_path), cfg):
-                    found_loop |= finding.is_loop
-                    if finding.is_loop or show_all:
-                        _emit(finding, json_output, progress)
-                for warning in log.warnings:
-                    typer.echo(f"warning: {log_path}: {warning}", err=True)
-            except SessionFormatError as exc:
-                failed = True
-                report_session_error(exc, json_output)
+            codes.append(_scan_one(log_path, cfg, show_all, json_output, progress))
             progress.advance(task)
-    raise typer.Exit(2 if failed else 1 if found_loop else 0)
+    raise typer.Exit(worst(codes))
+
+
+def _scan_one(log_path: Path, cfg, show_all: bool, json_output: bool, progress) -> int:
+    """Scan one session; its exit code. A crash is reported and the next session scanned."""
+    found = False
+    log = None
+    try:
+        log = open_log(log_path)
+        for finding in scan_records(log.records(), log.session_id, str(log_path), cfg):
+            found |= finding.is_loop
+            if finding.is_loop or show_all:
+                _emit(finding, json_output, progress)
+    except SessionError as exc:
+        report_session_error(exc, json_output)
+        return EXIT_UNREADABLE
+    except BrokenPipeError:
+        raise
+    except Exception as exc:
+        report_crash(exc, log_path)
+        return EXIT_BUG
+    finally:
+        if log is not None:
+            report_warnings(log_path, log.warnings)
+    return EXIT_FOUND if found else EXIT_OK
 
 
 def _emit(finding: Finding, json_output: bool, progress: Progress) -> None:

@@ -10,8 +10,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from looprescue.commands.common import (
+    EXIT_BUG,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    report_crash,
+    report_warnings,
+    worst,
+)
 from looprescue.dsh import (
-    SessionFormatError,
+    SessionError,
     SessionSummary,
     find_session_logs,
     resolve_data_dir,
@@ -40,17 +48,24 @@ def format_size(size: int) -> str:
 
 def collect_summaries(
     data_dir: Path, err: Console
-) -> tuple[list[SessionSummary], list[SessionFormatError]]:
-    """Summaries of every readable session, newest activity first, and the read errors."""
+) -> tuple[list[SessionSummary], list[SessionError], bool]:
+    """Summaries of every readable session, newest activity first, the read errors, and
+    whether a bug was hit (reported at once; the other sessions are still read)."""
     summaries: list[SessionSummary] = []
-    errors: list[SessionFormatError] = []
+    errors: list[SessionError] = []
+    crashed = False
     for log in find_session_logs([data_dir]):
         try:
             summaries.append(summarize_session(log))
-        except SessionFormatError as exc:
+        except SessionError as exc:
             errors.append(exc)
+        except BrokenPipeError:
+            raise
+        except Exception as exc:
+            report_crash(exc, log)
+            crashed = True
     summaries.sort(key=lambda s: s.last_event_time or s.created, reverse=True)
-    return summaries, errors
+    return summaries, errors, crashed
 
 
 def sessions_command(
@@ -63,14 +78,15 @@ def sessions_command(
     json_output: bool = typer.Option(False, "--json", help="One JSON object per session."),
 ) -> None:
     """List sessions: id, project, title, created, last event, turns, size, and whether DSH
-    holds it right now. Exit code 2 if the directory or a session cannot be read."""
+    holds it right now. Exit code 2 if the directory or a session cannot be read (the others
+    are still listed), 3 on a bug in looprescue."""
     err = Console(stderr=True)
     data_dir = resolve_data_dir(data)
     try:
-        summaries, errors = collect_summaries(data_dir, err)
-    except SessionFormatError as exc:
+        summaries, errors, crashed = collect_summaries(data_dir, err)
+    except SessionError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_UNREADABLE) from None
     if json_output:
         for summary in summaries:
             typer.echo(orjson.dumps(summary.to_dict()).decode())
@@ -98,8 +114,11 @@ def sessions_command(
             out = Console(width=240)  # piped: do not squeeze ids and titles into 80 columns
         out.print(table)
     for summary in summaries:
+        report_warnings(summary.path, list(summary.warnings))
         if summary.damage:
             typer.echo(f"note: {summary.damage}", err=True)
     for exc in errors:
         typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(2 if errors else 0)
+    raise typer.Exit(
+        worst([EXIT_BUG if crashed else EXIT_OK, EXIT_UNREADABLE if errors else EXIT_OK])
+    )

@@ -1,9 +1,11 @@
 """Following a live session log while DSH appends to it (`looprescue doctor --follow`).
 
-Two parts: `LogDecoder`, pure, turns appended bytes into complete lines (only complete zstd
-frames are decoded; a frame or line still being written waits for the next poll); and
-`SessionTail`, the thin file adapter that polls for new bytes and notices when the file was
-truncated, rotated, rewritten or removed under it, so the caller can report it and start over.
+The thin file adapter around the one log decoder (`looprescue.dsh.decoder`, pure: only
+complete zstd frames are decoded, a frame or line still being written waits for the next
+poll) and the record reader (header, envelope, contiguous seqs, typed views, exactly as for a
+finished log). `SessionTail` polls for new bytes and notices when the file was truncated,
+rotated, rewritten, removed or replaced by something that is not a regular file, so the
+caller can report it and start over.
 """
 
 from __future__ import annotations
@@ -13,74 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import zstandard
-
-from looprescue.dsh.envelope import EnvelopeProblem, check_header, parse_json_line
+from looprescue.dsh.decoder import Line, LogDecoder
 from looprescue.dsh.errors import SessionAccessError, SessionFormatError
-from looprescue.dsh.frames import ZSTD_MAGIC
+from looprescue.dsh.lines import open_regular
+from looprescue.dsh.records import RecordReader
 
 _READ_SIZE = 1 << 20
 POLL_BYTES = 4 << 20  # per poll, so a long existing log is taken in bounded bites
 _FINGERPRINT_BYTES = 4096  # the file's start (header frame first): changes only on a rewrite
 
-
-class LogDecoder:
-    """Bytes of a session log in, complete lines out; the encoding is taken from the magic."""
-
-    def __init__(self) -> None:
-        self.encoding: str | None = None  # "zstd" | "plain", known after 4 bytes
-        self._raw = b""  # compressed bytes not yet forming a complete frame
-        self._text = b""  # decoded bytes not yet forming a complete line
-        self._frame = 0
-        self._frame_offset = 0
-        self._dctx = zstandard.ZstdDecompressor()
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Lines (without newline) completed by ``data``.
-
-        Raises SessionFormatError (naming frame and byte offset, the caller adds the file) when
-        the bytes are not a zstd frame or a complete frame does not decode.
-        """
-        self._raw += data
-        if self.encoding is None:
-            if len(self._raw) < len(ZSTD_MAGIC):
-                return []
-            self.encoding = "zstd" if self._raw.startswith(ZSTD_MAGIC) else "plain"
-        if self.encoding == "plain":
-            self._text += self._raw
-            self._raw = b""
-        else:
-            self._decode_frames()
-        *lines, self._text = self._text.split(b"\n")
-        return lines
-
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes held back: a frame or line DSH has not finished writing (yet)."""
-        return len(self._raw) + len(self._text)
-
-    def _decode_frames(self) -> None:
-        while len(self._raw) >= len(ZSTD_MAGIC):
-            if not self._raw.startswith(ZSTD_MAGIC):
-                raise SessionFormatError(
-                    f"invalid frame magic at byte {self._frame_offset}",
-                    frame=self._frame,
-                    offset=self._frame_offset,
-                )
-            decoder = self._dctx.decompressobj()
-            try:
-                content = decoder.decompress(self._raw)
-            except zstandard.ZstdError as err:
-                raise SessionFormatError(
-                    f"corrupt zstd frame: {err}", frame=self._frame, offset=self._frame_offset
-                ) from None
-            if not decoder.eof:
-                return  # torn for now: decoded again, whole, once the rest has arrived
-            rest = decoder.unused_data
-            self._frame_offset += len(self._raw) - len(rest)
-            self._frame += 1
-            self._raw = rest
-            self._text += content
+__all__ = ["LogDecoder", "SessionTail", "TailUpdate"]
 
 
 @dataclass
@@ -103,40 +47,52 @@ class SessionTail:
         self._file_id: tuple[int, int] | None = None
         self._missing_reported = False
         self._reset()
-        if not self.path.is_file():
-            raise SessionAccessError("no such session log file", path=self.path)
+        try:
+            open_regular(self.path).close()
+        except SessionAccessError as err:
+            raise SessionAccessError(
+                f"no such session log file: {err.reason}", path=self.path
+            ) from None
 
     def _reset(self) -> None:
         self._offset = 0
         self._fingerprint = b""
         self._decoder = LogDecoder()
-        self._line_no = 0
+        self._reader = RecordReader(self.path)
+        self._warned = 0
         self.header: dict[str, Any] | None = None
 
     def poll(self, max_bytes: int = POLL_BYTES) -> TailUpdate:
         """New events since the last poll, reading at most about ``max_bytes`` of the file."""
         update = TailUpdate()
         try:
-            with open(self.path, "rb") as fh:
-                stat = os.fstat(fh.fileno())
-                self._check_same_file(fh, stat, update)
-                self._missing_reported = False
-                fh.seek(self._offset)
-                budget = max_bytes
-                while budget > 0 and (chunk := fh.read(min(_READ_SIZE, budget))):
-                    budget -= len(chunk)
-                    self._offset += len(chunk)
-                    if len(self._fingerprint) < _FINGERPRINT_BYTES:
-                        self._fingerprint += chunk[: _FINGERPRINT_BYTES - len(self._fingerprint)]
-                    self._take(chunk, update)
-                update.more = self._offset < os.fstat(fh.fileno()).st_size
-        except FileNotFoundError:
-            if not self._missing_reported:
-                update.notices.append(f"{self.path}: session log removed; waiting for it")
-                self._missing_reported = True
-        except PermissionError:
-            raise SessionAccessError("permission denied", path=self.path) from None
+            fh = open_regular(self.path)
+        except SessionAccessError as err:
+            self._gone(update, err)
+            return update
+        with fh:
+            stat = os.fstat(fh.fileno())
+            self._check_same_file(fh, stat, update)
+            self._missing_reported = False
+            fh.seek(self._offset)
+            budget = max_bytes
+            while budget > 0 and (chunk := fh.read(min(_READ_SIZE, budget))):
+                budget -= len(chunk)
+                self._offset += len(chunk)
+                if len(self._fingerprint) < _FINGERPRINT_BYTES:
+                    self._fingerprint += chunk[: _FINGERPRINT_BYTES - len(self._fingerprint)]
+                self._take(chunk, update)
+            update.more = self._offset < os.fstat(fh.fileno()).st_size
         return update
+
+    def _gone(self, update: TailUpdate, err: SessionAccessError) -> None:
+        """The path is missing or no longer a regular file: say so once, then wait."""
+        if err.reason.startswith("permission denied"):
+            raise err
+        if not self._missing_reported:
+            what = "removed" if err.reason.startswith("file not found") else err.reason
+            update.notices.append(f"{self.path}: session log {what}; waiting for it")
+            self._missing_reported = True
 
     def _check_same_file(self, fh: Any, stat: os.stat_result, update: TailUpdate) -> None:
         file_id = (stat.st_dev, stat.st_ino)
@@ -159,21 +115,16 @@ class SessionTail:
 
     def _take(self, chunk: bytes, update: TailUpdate) -> None:
         try:
-            lines = self._decoder.feed(chunk)
-        except SessionFormatError as err:
-            raise err.fill(path=self.path) from None
-        for raw in lines:
-            self._line_no += 1
-            try:
-                value = parse_json_line(raw)
-                if self.header is None:
-                    check_header(value, None)
-                    self.header = update.header = value
+            for item in self._decoder.feed(chunk):
+                if type(item) is not Line:
                     continue
-            except EnvelopeProblem as problem:
-                raise SessionFormatError(str(problem), path=self.path, line=self._line_no) from None
-            if not isinstance(value, dict):
-                raise SessionFormatError(
-                    "event line is not a JSON object", path=self.path, line=self._line_no
-                )
-            update.events.append(value)
+                for record in self._reader.feed(item):
+                    if not record.skipped:
+                        update.events.append(record.event)
+                if self.header is None and self._reader.header is not None:
+                    self.header = update.header = self._reader.header
+        except SessionFormatError as err:
+            raise err.fill(path=self.path, last_good_seq=self._reader.last_seq) from None
+        warnings = self._reader.warnings
+        update.notices.extend(f"warning: {self.path}: {w}" for w in warnings[self._warned :])
+        self._warned = len(warnings)

@@ -4,8 +4,10 @@ Public API::
 
     from looprescue.dsh import open_log, find_session_logs, SessionFormatError
 
-``open_log(path).events()`` streams validated event dicts with bounded memory;
-``find_session_logs(paths)`` expands files, session dirs and data dirs into log files.
+``open_log(path).events()`` streams checked event dicts with bounded memory (``records()``
+adds each event's line and typed view); ``find_session_logs(paths)`` expands files, session
+dirs and data dirs into log files. Every error is a ``SessionError``; ``SessionFormatError``
+means the log's content is not what DSH writes.
 """
 
 from looprescue.dsh.discovery import (
@@ -21,13 +23,16 @@ from looprescue.dsh.discovery import (
 from looprescue.dsh.errors import (
     NoSessionsError,
     SessionAccessError,
+    SessionChangedError,
+    SessionEditError,
+    SessionError,
     SessionFormatError,
     SessionLockedError,
     TornTailError,
 )
 from looprescue.dsh.lock import SessionLock, file_signature, is_locked_by_dsh
 from looprescue.dsh.log import LOG_FILE_NAMES, Record, SessionLog, open_log
-from looprescue.dsh.stream import expand_stream, stream_channel_text
+from looprescue.dsh.stream import expand_stream
 
 __all__ = [
     "BACKUP_DIR_NAME",
@@ -35,6 +40,9 @@ __all__ = [
     "NoSessionsError",
     "Record",
     "SessionAccessError",
+    "SessionChangedError",
+    "SessionEditError",
+    "SessionError",
     "SessionFormatError",
     "SessionLock",
     "SessionLockedError",
@@ -50,6 +58,5 @@ __all__ = [
     "resolve_data_dir",
     "resolve_session",
     "session_log_in",
-    "stream_channel_text",
     "summarize_session",
 ]

@@ -8,6 +8,7 @@ session. The newest backup always sits at that path; older ones are kept beside 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -15,8 +16,8 @@ import time
 from pathlib import Path
 
 from looprescue.dsh.discovery import BACKUP_DIR_NAME
-from looprescue.dsh.errors import SessionAccessError, SessionFormatError
-from looprescue.dsh.writer import replace_with_copy
+from looprescue.dsh.errors import SessionAccessError, SessionEditError
+from looprescue.dsh.writer import create_temp, replace_with_copy
 
 
 def backup_path_for(log_path: Path, data_dir: Path | None = None) -> Path:
@@ -46,25 +47,33 @@ def file_digest(path: Path) -> str:
 
 
 def make_backup(log_path: Path, backup: Path) -> Path:
-    """Copy ``log_path`` to ``backup`` (rotating an older backup aside) and check the copy."""
+    """Copy ``log_path`` to ``backup`` and check the copy; an older backup at that path is
+    rotated aside first. The copy is complete and checked before anything is renamed, so a
+    kill at any point leaves every earlier backup where it was (and at most a temp file the
+    next edit removes)."""
     try:
         backup.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if backup.exists():
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(backup.stat().st_mtime))
-            rotated = backup.with_name(f"{backup.name}.{stamp}")
-            n = 1
-            while rotated.exists():
-                n += 1
-                rotated = backup.with_name(f"{backup.name}.{stamp}-{n}")
-            os.replace(backup, rotated)
-        temp = backup.with_name(f".{backup.name}.tmp")
-        shutil.copy2(log_path, temp)
-        with open(temp, "rb") as fh:
-            os.fsync(fh.fileno())
-        if file_digest(temp) != file_digest(log_path):
-            temp.unlink()
-            raise SessionFormatError("backup copy does not match the original", path=backup)
-        os.replace(temp, backup)
+        temp, fd = create_temp(backup, like=log_path)
+        try:
+            with os.fdopen(fd, "wb") as out, open(log_path, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+                out.flush()
+                os.fsync(out.fileno())
+            shutil.copystat(log_path, temp)
+            if file_digest(temp) != file_digest(log_path):
+                raise SessionEditError("backup copy does not match the original", path=backup)
+            if backup.exists():
+                stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(backup.stat().st_mtime))
+                rotated = backup.with_name(f"{backup.name}.{stamp}")
+                n = 1
+                while rotated.exists():
+                    n += 1
+                    rotated = backup.with_name(f"{backup.name}.{stamp}-{n}")
+                os.replace(backup, rotated)
+            os.replace(temp, backup)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
     except OSError as err:
         raise SessionAccessError(
             f"cannot write the backup: {err.strerror or err}", path=err.filename or backup
@@ -77,13 +86,19 @@ def older_backups(backup: Path) -> list[Path]:
     if not backup.parent.is_dir():
         return []
     prefix = backup.name + "."
-    found = [p for p in backup.parent.iterdir() if p.name.startswith(prefix)]
+    found = [p for p in backup.parent.iterdir() if p.name.startswith(prefix) and p.suffix != ".tmp"]
     return sorted(found, key=lambda p: p.name, reverse=True)
 
 
 def restore_backup(log_path: Path, backup: Path) -> None:
     """Put ``backup`` back in place of ``log_path`` (atomically) and retire that backup; the
     next older backup, if any, becomes the one a further undo restores."""
+    older = older_backups(backup)
+    if not backup.is_file() and older:
+        # a run killed between rotating the last backup aside and putting the new one in
+        # place: the rotated one is the newest there is
+        with contextlib.suppress(OSError):
+            os.replace(older[0], backup)
     if not backup.is_file():
         raise SessionAccessError(
             "no backup to restore (nothing was cleaned or repaired)", path=backup
@@ -92,7 +107,7 @@ def restore_backup(log_path: Path, backup: Path) -> None:
 
     def same_bytes(temp: Path) -> None:
         if file_digest(temp) != expected:
-            raise SessionFormatError("restored copy does not match the backup", path=temp)
+            raise SessionEditError("restored copy does not match the backup", path=temp)
 
     try:
         replace_with_copy(backup, log_path, same_bytes)

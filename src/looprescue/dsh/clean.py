@@ -9,7 +9,7 @@ from looprescue.config import LoopRescueConfig
 from looprescue.dsh.edit import encode_event
 from looprescue.dsh.findings import CHANNEL_OF_BLOCK, first_hit
 from looprescue.dsh.log import SessionLog
-from looprescue.dsh.prune import BlockCut, Language, cut_assistant_message
+from looprescue.dsh.prune import BlockCut, Language, cut_assistant_message, stream_problems
 
 CONTEXT_CHARS = 40
 
@@ -64,6 +64,8 @@ class CleanPlan:
     log: SessionLog
     changes: list[MessageChange] = field(default_factory=list)
     replacements: dict[int, bytes] = field(default_factory=dict)
+    # looping messages left as they are, and why (an edit that could not be checked)
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def removed_chars(self) -> int:
@@ -82,30 +84,44 @@ def plan_clean(
     language: Language = "auto",
 ) -> CleanPlan:
     """Cut every looping reasoning/text block of every ``assistant/message`` back to where its
-    loop started. Other lines are not touched (they are not in ``replacements``)."""
+    loop started. Other lines are not touched (they are not in ``replacements``).
+
+    A looping message whose edit could not be verified is left alone and listed in
+    ``skipped``: one whose stream is unreadable, or whose stream would not replay to the new
+    content. So what a dry run shows is exactly what a real clean writes."""
     config = config or LoopRescueConfig()
     plan = CleanPlan(log)
     for record in log.records():
-        event = record.event
-        if event["type"] != "assistant/message":
+        if record.type != "assistant/message" or record.line is None:
             continue
-        data = event["data"]
+        event, view = record.event, record.view
         keep: dict[int, int] = {}
         rules: dict[int, str] = {}
-        for index, block in enumerate(data["message"]["content"]):
-            channel = CHANNEL_OF_BLOCK.get(block.get("type")) if isinstance(block, dict) else None
-            if channel is None or not isinstance(block.get("text"), str):
+        for index, block in enumerate(view.blocks):
+            channel = CHANNEL_OF_BLOCK.get(block.type)
+            if channel is None or block.text is None:
                 continue
-            hit = first_hit(block["text"], channel, config)
+            hit = first_hit(block.text, channel, config)
             if hit is not None:
                 keep[index] = hit.prune_offset
                 rules[index] = hit.rule
         if not keep:
             continue
+        where = f"seq {event['seq']} (line {record.line.number})"
+        if view.message is None:
+            plan.skipped.append(f"{where}: legacy message shape; not edited")
+            continue
+        if view.stream is None and "stream" in event["data"]:
+            plan.skipped.append(f"{where}: its data.stream is unreadable; not edited")
+            continue
         new_event, cuts = cut_assistant_message(event, keep, marker=marker, language=language)
         if not cuts:
             continue
-        old_blocks = data["message"]["content"]
+        problems = stream_problems(new_event)
+        if problems:
+            plan.skipped.append(f"{where}: the cut stream would not match: {problems[0]}")
+            continue
+        old_blocks = event["data"]["message"]["content"]
         new_texts = {
             c.index: new_event["data"]["message"]["content"][c.index - _dropped_before(cuts, c)]
             for c in cuts
@@ -129,9 +145,7 @@ def plan_clean(
             )
             changes.append(BlockChange(cut, rules[cut.index], before, after))
         plan.changes.append(
-            MessageChange(
-                event["seq"], data.get("turn"), data.get("step"), record.line.number, tuple(changes)
-            )
+            MessageChange(event["seq"], view.turn, view.step, record.line.number, tuple(changes))
         )
         plan.replacements[record.line.number] = encode_event(new_event)
     return plan

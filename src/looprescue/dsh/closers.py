@@ -1,12 +1,15 @@
 """The closing events DSH appends when it reopens a log whose last turn is open (FORMAT.md §9).
 
-Pure: feed events in order to ``OpenTurnTracker.observe``; ``closers()`` then returns what DSH
-itself would append (interrupted tool results, ``step/end``, ``turn/end {interrupted}``).
+Pure: feed the records of a log in order to ``OpenTurnTracker.observe``; ``closers()`` then
+returns what DSH itself would append (interrupted tool results, ``step/end``,
+``turn/end {interrupted}``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from looprescue.dsh.records import Record
 
 UNKNOWN_OUTCOME_TEXT = "The tool call was interrupted after it was started; its outcome is unknown."
 NOT_STARTED_TEXT = "The tool call was interrupted before it was started."
@@ -25,36 +28,35 @@ class OpenTurnTracker:
     # call id -> True for tool-call blocks of this step's assistant messages with no tool/call
     unstarted_calls: dict[str, bool] = field(default_factory=dict)
 
-    def observe(self, event: dict) -> None:
+    def observe(self, record: Record) -> None:
+        """Follow one record (its typed view says what it changes)."""
+        event, view = record.event, record.view
         self.last_seq = event["seq"]
         self.last_time = event["time"]
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
         kind = event["type"]
         if kind == "turn/start":
-            self.turn, self.step = data.get("turn"), None
+            self.turn, self.step = view.turn, None
             self._reset_calls()
         elif kind == "turn/end":
             self.turn = self.step = None
             self._reset_calls()
         elif kind == "step/start":
-            self.step = data.get("step")
+            self.step = view.step
             self._reset_calls()
         elif kind == "step/end":
             self.step = None
             self._reset_calls()
         elif kind == "assistant/message":
-            for block in (data.get("message") or {}).get("content") or []:
-                if isinstance(block, dict) and block.get("type") == "tool-call":
-                    self.unstarted_calls.setdefault(block.get("id"), True)
+            for block in view.blocks:
+                if block.type == "tool-call":
+                    self.unstarted_calls.setdefault(block.id, True)  # type: ignore[arg-type]
         elif kind == "tool/call":
-            call_id = data.get("callId")
-            self.unstarted_calls.pop(call_id, None)
-            self.started_calls[call_id] = event["seq"]
+            self.unstarted_calls.pop(view.callId, None)
+            self.started_calls[view.callId] = event["seq"]
         elif kind == "tool/result":
-            message = data.get("message") or {}
-            call_id = message.get("toolCallId") or (message.get("source") or {}).get("callId")
-            self.started_calls.pop(call_id, None)
-            self.unstarted_calls.pop(call_id, None)
+            call_id = view.call_id
+            self.started_calls.pop(call_id, None)  # type: ignore[arg-type]
+            self.unstarted_calls.pop(call_id, None)  # type: ignore[arg-type]
 
     def _reset_calls(self) -> None:
         self.started_calls = {}

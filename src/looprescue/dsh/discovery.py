@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from looprescue.dsh.errors import NoSessionsError, SessionAccessError
+from looprescue.dsh.lines import access_error, not_regular
 from looprescue.dsh.lock import is_locked_by_dsh
 from looprescue.dsh.log import LOG_FILE_NAMES, open_log
+from looprescue.dsh.views import SessionTitle
 
 # Preferred first: a session dir holding both encodings is read from the zstd file DSH uses.
 LOG_NAME_PREFERENCE = tuple(LOG_FILE_NAMES)
@@ -32,7 +35,7 @@ def session_log_in(directory: Path) -> Path | None:
     """The log file of a session directory, or None."""
     for name in LOG_NAME_PREFERENCE:
         candidate = directory / name
-        if candidate.is_file():
+        if os.path.lexists(candidate):
             return candidate
     return None
 
@@ -41,24 +44,30 @@ def find_session_logs(paths: Iterable[str | Path]) -> list[Path]:
     """Session log files named by ``paths``: each a log file, a session dir, or a data dir
     (searched recursively, subagent session dirs included; backup dirs skipped).
 
-    Raises SessionAccessError for a missing path and NoSessionsError for a directory with none.
+    Raises SessionAccessError for a path that is missing, a symlink loop or not a regular file
+    or directory, and NoSessionsError for a directory with none. A file found inside a
+    directory is listed by its name; opening it checks that it is a regular file.
     """
     found: list[Path] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for raw in paths:
         path = Path(raw).expanduser()
-        if path.is_file():
-            logs = [path]
-        elif path.is_dir():
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as err:
+            if isinstance(err, FileNotFoundError) and not os.path.lexists(path):
+                raise SessionAccessError("no such file or directory", path=path) from None
+            raise access_error(err, path) from None
+        if stat.S_ISDIR(mode):
             logs = _logs_under(path)
             if not logs:
                 raise NoSessionsError("no DSH session logs in this directory", path=path)
-        elif path.exists():
-            raise SessionAccessError("not a file or directory", path=path)
+        elif stat.S_ISREG(mode):
+            logs = [path]
         else:
-            raise SessionAccessError("no such file or directory", path=path)
+            raise SessionAccessError(not_regular(mode) or "not a regular file", path=path)
         for log in logs:
-            key = log.resolve()
+            key = os.path.realpath(log)  # never raises, unlike Path.resolve on a symlink loop
             if key not in seen:
                 seen.add(key)
                 found.append(log)
@@ -113,6 +122,7 @@ class SessionSummary:
     locked: bool
     subagent: bool
     damage: str | None = None  # a torn tail DSH would drop on open; `repair` fixes it
+    warnings: tuple[str, ...] = ()  # what the reader tolerated (see views.py)
 
     def to_dict(self) -> dict:
         return {
@@ -133,20 +143,19 @@ class SessionSummary:
 
 
 def summarize_session(log_path: Path) -> SessionSummary:
-    """Read one log completely (streamed) and summarise it. Raises SessionFormatError."""
+    """Read one log completely (streamed) and summarise it. Raises SessionError."""
     log = open_log(log_path)
     title = None
     last_time = None
     turns = 0
     count = 0
-    for event in log.events(tolerate_torn_tail=True):
+    for record in log.records(tolerate_torn_tail=True):
         count += 1
-        last_time = event["time"]
-        kind = event["type"]
-        if kind == "turn/start":
+        last_time = record.event["time"]
+        if record.type == "turn/start":
             turns += 1
-        elif kind == "session/title" and isinstance(event["data"], dict):
-            title = event["data"].get("title", title)
+        elif isinstance(record.view, SessionTitle):
+            title = record.view.title
     session_dir = log_path.parent
     project_dir = session_dir.parent.name
     try:
@@ -167,6 +176,7 @@ def summarize_session(log_path: Path) -> SessionSummary:
         locked=is_locked_by_dsh(session_dir),
         subagent=log.header.get("origin") == "subagent",
         damage=str(log.torn_tail) if log.torn_tail is not None else None,
+        warnings=tuple(log.warnings),
     )
 
 
@@ -174,7 +184,7 @@ def resolve_session(arg: str | Path, data_dir: Path) -> Path:
     """The log file for a SESSION argument: a log file, a session dir, or a session id (or a
     unique prefix of one) looked up under ``data_dir``."""
     path = Path(arg).expanduser()
-    if path.exists():
+    if os.path.lexists(path):
         logs = find_session_logs([path])
         if len(logs) != 1:
             raise SessionAccessError(

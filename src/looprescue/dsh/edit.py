@@ -1,25 +1,29 @@
 """Editing a session log in place, safely (the IO side of ``clean``, ``repair`` and undo).
 
 Order of operations: take DSH's ``session.lock`` (refuse if DSH holds it unless forced),
-remember the file's size/mtime/inode, back it up, write the new log to a temp file, verify it
-by reading it back, check the original did not change meanwhile, then atomically replace.
+remove temp files an interrupted earlier edit left behind, remember the file's size, mtime and
+inode, back it up, write the new log to a temp file, verify it by reading it back, check the
+original did not change meanwhile, then atomically replace.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from looprescue.dsh.backup import backup_path_for, make_backup
-from looprescue.dsh.errors import SessionFormatError, SessionLockedError
-from looprescue.dsh.frames import iter_frames
-from looprescue.dsh.lines import iter_lines
+from looprescue.dsh.decoder import Line
+from looprescue.dsh.errors import (
+    SessionChangedError,
+    SessionEditError,
+    SessionLockedError,
+)
+from looprescue.dsh.lines import decode_file, iter_lines, open_regular
 from looprescue.dsh.lock import SessionLock, file_signature, is_locked_by_dsh
 from looprescue.dsh.log import SessionLog, open_log
 from looprescue.dsh.prune import stream_problems
-from looprescue.dsh.writer import LogWriter
+from looprescue.dsh.writer import LogWriter, remove_stale_temps
 
 
 def encode_event(event: dict) -> bytes:
@@ -62,6 +66,14 @@ class SessionEditor:
                 f"warning: DSH holds {session_dir / 'session.lock'}; editing anyway (--force). "
                 "A running DSH may overwrite or append to the edited log."
             )
+        # Temp files of earlier edits that were killed: with the lock held nobody else can be
+        # writing one, so all of them are stale.
+        held = self._lock is not None
+        backup = backup_path_for(self.log_path, self.data_dir)
+        for stale in remove_stale_temps(self.log_path, any_owner=held) + remove_stale_temps(
+            backup, any_owner=held
+        ):
+            self.warn(f"removed a temp file an interrupted run left behind: {stale}")
         self._signature = file_signature(self.log_path)
         return self
 
@@ -72,7 +84,7 @@ class SessionEditor:
     def check_unchanged(self) -> None:
         """Refuse if the log changed since we started (a live writer we could not lock out)."""
         if file_signature(self.log_path) != self._signature:
-            raise SessionFormatError(
+            raise SessionChangedError(
                 "the log changed while it was being edited (is DSH running?); nothing was written",
                 path=self.log_path,
             )
@@ -92,39 +104,33 @@ class SessionEditor:
 def rewrite_lines(log: SessionLog, replacements: dict[int, bytes], writer: LogWriter) -> None:
     """Copy ``log`` into ``writer`` replacing the lines numbered in ``replacements``.
 
-    zstd: a frame without replaced lines is copied byte for byte; a frame with one is
-    re-encoded holding the same lines (so the batching DSH chose is kept).
+    zstd: frames are taken in runs that end on a line boundary (normally one frame each; a
+    line DSH never splits may still run across frames). A run without replaced lines is copied
+    byte for byte; a run with one is re-encoded as one frame holding the same lines, so the
+    batching DSH chose is kept. A torn end raises TornTailError (``repair`` first).
     """
     if log.encoding == "plain":
         for line in iter_lines(log.path, "plain"):
             writer.write_batch([replacements.get(line.number, line.raw)])
         return
-    number = 0
-    with open(log.path, "rb") as raw_fh:
-        for frame in iter_frames(log.path):
-            if not frame.complete:
-                raise SessionFormatError(
-                    "file ends inside a frame; run `looprescue repair` first",
-                    path=log.path,
-                    frame=frame.index,
-                    offset=frame.offset,
-                )
-            if not frame.content.endswith(b"\n"):
-                raise SessionFormatError(
-                    "frame ends inside a line; cannot edit it safely",
-                    path=log.path,
-                    frame=frame.index,
-                    offset=frame.offset,
-                )
-            lines = frame.content[:-1].split(b"\n")
-            numbers = range(number + 1, number + 1 + len(lines))
-            number += len(lines)
-            if any(n in replacements for n in numbers):
-                writer.write_batch(
-                    [replacements.get(n, raw) for n, raw in zip(numbers, lines, strict=True)]
-                )
+    run: list[Line] = []
+    run_start = 0
+    edited = False
+    with open_regular(log.path) as raw_fh:
+        for item in decode_file(log.path, "zstd"):
+            if type(item) is Line:
+                run.append(item)
+                edited = edited or item.number in replacements
+                continue
+            if not item.at_line_boundary:  # type: ignore[union-attr]
+                continue
+            end = item.offset + item.size  # type: ignore[union-attr]
+            if edited:
+                writer.write_batch([replacements.get(x.number, x.raw) for x in run])
             else:
-                writer.copy_frame(os.pread(raw_fh.fileno(), frame.size, frame.offset))
+                raw_fh.seek(run_start)
+                writer.copy_bytes(raw_fh, end - run_start)
+            run, run_start, edited = [], end, False
 
 
 def verify_line_edits(
@@ -136,10 +142,10 @@ def verify_line_edits(
     def verify(temp: Path) -> None:
         rewritten = open_log(temp)
         if rewritten.header != original.header:
-            raise SessionFormatError("verification failed: header changed", path=temp)
+            raise SessionEditError("verification failed: header changed", path=temp)
         edited_events = {}
         for record in rewritten.records():
-            if record.line.number in replacements:
+            if record.line is not None and record.line.number in replacements:
                 edited_events[record.line.number] = record.event
         pairs = _zip_lines(
             iter_lines(original.path, original.encoding), iter_lines(temp, rewritten.encoding)
@@ -147,7 +153,7 @@ def verify_line_edits(
         for number, before, after in pairs:
             expected = replacements.get(number, before)
             if after != expected:
-                raise SessionFormatError(
+                raise SessionEditError(
                     "verification failed: rewritten line differs from the plan",
                     path=temp,
                     line=number,
@@ -156,7 +162,7 @@ def verify_line_edits(
             if event["type"] == "assistant/message":
                 problems = stream_problems(event)
                 if problems:
-                    raise SessionFormatError(
+                    raise SessionEditError(
                         f"verification failed: {problems[0]}", path=temp, line=number
                     )
 
@@ -179,7 +185,7 @@ def _zip_lines(a: Iterator, b: Iterator) -> Iterator[tuple[int, bytes | None, by
 
 def ensure_editable(log: SessionLog) -> None:
     if log.is_legacy:
-        raise SessionFormatError(
+        raise SessionEditError(
             "legacy version-0 logs are read-only (DSH 0.2.1 does not write them)", path=log.path
         )
 

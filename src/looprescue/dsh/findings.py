@@ -1,6 +1,6 @@
 """What ``scan`` reports for one session: loops inside assistant messages (and failed
 attempts) found by the streaming detector, plus cross-message narration loops. Pure: works on
-an iterable of event dicts, no files.
+the records of a log (events with their typed views), no files.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass
 from looprescue.config import LoopRescueConfig
 from looprescue.detect import Hit, StreamDetector, scan_text
 from looprescue.dsh.narration import NarrationTracker
-from looprescue.dsh.stream import expand_stream
+from looprescue.dsh.records import Record, record_of
+from looprescue.dsh.views import AssistantMessage, Attempt, StreamEntry, text_deltas
 
 CHANNEL_OF_BLOCK = {"reasoning": "reasoning", "text": "text"}
-CHANNEL_OF_DELTA = {"reasoning-delta": "reasoning", "text-delta": "text"}
 EXCERPT_CHARS = 60
 
 
@@ -70,20 +70,18 @@ def first_hit(text: str, channel: str, config: LoopRescueConfig) -> Hit | None:
     return min(hits, key=lambda h: h.prune_offset) if hits else None
 
 
-def replay_deltas(stream: list, config: LoopRescueConfig) -> dict[int, tuple[str, str, Hit | None]]:
+def replay_deltas(
+    stream: list[StreamEntry], config: LoopRescueConfig
+) -> dict[int, tuple[str, str, Hit | None]]:
     """Feed a stream's deltas to a StreamDetector exactly as they arrived, one detector per
     block (as a proxy sees a fresh stream per block index). ``{index: (channel, text, hit)}``."""
     detectors: dict[int, StreamDetector] = {}
     texts: dict[int, tuple[str, list[str]]] = {}
     hits: dict[int, Hit] = {}
-    for _time, chunk in expand_stream(stream):
-        channel = CHANNEL_OF_DELTA.get(chunk.get("type"))
-        if channel is None:
-            continue
-        index = chunk["index"]
-        texts.setdefault(index, (channel, []))[1].append(chunk["text"])
+    for channel, index, text in text_deltas(stream):
+        texts.setdefault(index, (channel, []))[1].append(text)
         detector = detectors.setdefault(index, StreamDetector(config))
-        hit = detector.feed(channel, chunk["text"])  # type: ignore[arg-type]
+        hit = detector.feed(channel, text)  # type: ignore[arg-type]
         if hit is not None and index not in hits:
             hits[index] = hit
     for index, detector in detectors.items():
@@ -111,20 +109,21 @@ class SessionScanner:
         self._step_message_channels: set[str] = set()
         self._step: tuple[int | None, int | None] | None = None
 
-    def feed(self, event: dict) -> list[Finding]:
-        kind = event["type"]
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+    def feed(self, record: Record) -> list[Finding]:
+        kind, view = record.type, record.view
+        if view is None:
+            return []  # a type scan does not read, or a log-only event skipped as unreadable
         out: list[Finding] = []
-        step = (data.get("turn"), data.get("step"))
+        step = (getattr(view, "turn", None), getattr(view, "step", None))
         if kind in ("step/end", "step/start", "turn/end", "turn/start"):
             out.extend(self._close_step())
         elif kind == "assistant/message":
-            out.extend(self._message(event, data, step))
+            out.extend(self._message(record.event, view, step))
         elif kind == "assistant/attempt":
             if self._step is not None and self._step != step:
                 out.extend(self._close_step())
             self._step = step
-            self._pending_attempts.extend(self._attempt(event, data, step))
+            self._pending_attempts.extend(self._attempt(record.event, view, step))
         return out
 
     def finish(self) -> list[Finding]:
@@ -145,18 +144,17 @@ class SessionScanner:
         self._step = None
         return kept
 
-    def _message(self, event: dict, data: dict, step: tuple) -> list[Finding]:
+    def _message(self, event: dict, view: AssistantMessage, step: tuple) -> list[Finding]:
         out: list[Finding] = []
         if self._step is not None and self._step != step:
             out.extend(self._close_step())
         self._step = step
-        content = (data.get("message") or {}).get("content") or []
         visible: list[str] = []
-        for index, block in enumerate(content):
-            channel = CHANNEL_OF_BLOCK.get(block.get("type")) if isinstance(block, dict) else None
-            if channel is None or not isinstance(block.get("text"), str):
+        for index, block in enumerate(view.blocks):
+            channel = CHANNEL_OF_BLOCK.get(block.type)
+            if channel is None or block.text is None:
                 continue
-            text = block["text"]
+            text = block.text
             if channel == "text":
                 visible.append(text)
             hit = first_hit(text, channel, self.config)
@@ -169,11 +167,12 @@ class SessionScanner:
             out.append(self._narration_finding(run))
         return out
 
-    def _attempt(self, event: dict, data: dict, step: tuple) -> list[Finding]:
-        stream = data.get("stream") or []
+    def _attempt(self, event: dict, view: Attempt, step: tuple) -> list[Finding]:
         return [
             self._finding(event, step, "attempt", channel, index, text, hit)
-            for index, (channel, text, hit) in sorted(replay_deltas(stream, self.config).items())
+            for index, (channel, text, hit) in sorted(
+                replay_deltas(view.stream, self.config).items()
+            )
         ]
 
     def _finding(self, event, step, source, channel, index, text, hit: Hit | None) -> Finding:
@@ -223,11 +222,18 @@ class SessionScanner:
         )
 
 
+def scan_records(
+    records: Iterable[Record], session: str, path: str, config: LoopRescueConfig | None = None
+) -> Iterator[Finding]:
+    """All findings (hits and misses) of one session's records, in log order."""
+    scanner = SessionScanner(session, path, config)
+    for record in records:
+        yield from scanner.feed(record)
+    yield from scanner.finish()
+
+
 def scan_events(
     events: Iterable[dict], session: str, path: str, config: LoopRescueConfig | None = None
 ) -> Iterator[Finding]:
-    """All findings (hits and misses) of one session's events, in log order."""
-    scanner = SessionScanner(session, path, config)
-    for event in events:
-        yield from scanner.feed(event)
-    yield from scanner.finish()
+    """The same for event dicts (viewed here; a log's ``records()`` come viewed already)."""
+    return scan_records((record_of(event) for event in events), session, path, config)

@@ -1,136 +1,111 @@
-"""Physical lines of a session log, from a multi-frame zstd file or a plain JSONL file.
+"""Reading a session log file through the decoder: safe opening, lines and frames.
 
-Each line carries its position (1-based line number, frame index, byte offset) so any later
-problem can be reported precisely.
+Only regular files are ever opened for reading, without blocking: a FIFO, a device or a
+symlink loop named like a session log is an error naming the file, never a hang.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from looprescue.dsh.errors import SessionAccessError, SessionFormatError, TornTailError
-from looprescue.dsh.frames import is_zstd_file, iter_frames
+from looprescue.dsh.decoder import ZSTD_MAGIC, Frame, Line, LogDecoder
+from looprescue.dsh.errors import SessionAccessError, SessionFormatError
+
+READ_SIZE = 1 << 18
+
+__all__ = ["Line", "decode_file", "detect_encoding", "iter_lines", "open_regular"]
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One line without its trailing newline.
+def not_regular(mode: int) -> str | None:
+    """Why a file of this ``st_mode`` is not a session log file (None: it is a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, expected a session log file"
+    kinds = {
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+    }
+    kind = next((name for test, name in kinds.items() if test(mode)), "a special file")
+    return f"not a regular file ({kind}); skipped"
 
-    ``frame``/``frame_offset`` locate the zstd frame the line starts in (None for plain files);
-    ``offset`` is the byte offset of the line in the decompressed text.
+
+def access_error(err: OSError, path: Path | str) -> SessionAccessError:
+    """An OS error as a SessionAccessError that names the file."""
+    if isinstance(err, FileNotFoundError):
+        reason = "file not found (moved or deleted?)"
+    elif isinstance(err, PermissionError):
+        reason = "permission denied"
+    elif isinstance(err, IsADirectoryError):
+        reason = "is a directory, expected a session log file"
+    elif err.errno == errno.ELOOP:
+        reason = "too many levels of symbolic links (a symlink loop?)"
+    else:
+        reason = f"cannot open: {err.strerror or err}"
+    return SessionAccessError(reason, path=path)
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """Open a regular file for reading; anything else raises SessionAccessError at once.
+
+    ``O_NONBLOCK`` keeps opening a FIFO from waiting for a writer; the type is then checked
+    on the open descriptor, so a file swapped in between cannot slip through.
     """
-
-    number: int
-    raw: bytes
-    offset: int
-    frame: int | None
-    frame_offset: int | None
-
-
-def open_binary(path: Path):
-    """Open for reading, turning OS errors into a SessionAccessError that names the file."""
     try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise SessionAccessError("file not found (moved or deleted?)", path=path) from None
-    except PermissionError:
-        raise SessionAccessError("permission denied", path=path) from None
-    except IsADirectoryError:
-        raise SessionAccessError("is a directory, expected a session log file", path=path) from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
-        raise SessionAccessError(f"cannot open: {err.strerror or err}", path=path) from None
+        raise access_error(err, path) from None
+    try:
+        why = not_regular(os.fstat(fd).st_mode)
+        if why is not None:
+            raise SessionAccessError(why, path=path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def detect_encoding(path: Path) -> str:
     """'zstd' or 'plain', by content (magic bytes), not by file name."""
-    try:
-        return "zstd" if is_zstd_file(path) else "plain"
-    except FileNotFoundError:
-        raise SessionAccessError("file not found (moved or deleted?)", path=path) from None
-    except PermissionError:
-        raise SessionAccessError("permission denied", path=path) from None
-    except OSError as err:
-        raise SessionAccessError(f"cannot open: {err.strerror or err}", path=path) from None
+    with open_regular(path) as fh:
+        try:
+            head = fh.read(len(ZSTD_MAGIC))
+        except OSError as err:
+            raise access_error(err, path) from None
+    return "zstd" if head == ZSTD_MAGIC else "plain"
 
 
-def iter_lines(path: Path, encoding: str) -> Iterator[Line]:
-    """Yield every complete line. A torn tail raises TornTailError after the good lines."""
-    with open_binary(path) as fh:
-        if encoding == "zstd":
-            yield from _zstd_lines(path, fh)
-        else:
-            yield from _plain_lines(path, fh)
-
-
-def _zstd_lines(path: Path, fh) -> Iterator[Line]:
-    number = 0
-    text_offset = 0
-    carry = b""
-    carry_start: tuple[int, int, int] | None = None  # frame, frame offset, text offset
-    for frame in iter_frames(path, fh):
-        if not frame.complete:
-            salvageable = frame.content.count(b"\n")
-            raise TornTailError(
-                f"file ends inside frame {frame.index} (a partial append: {frame.size} bytes, "
-                f"{salvageable} complete lines decodable); run `looprescue repair`",
-                path=path,
-                frame=frame.index,
-                offset=frame.offset,
-                line=number + 1,
-            )
-        content = frame.content
-        if (frame.index == 0 and content.count(b"\n") != 1) or (
-            frame.index == 0 and not content.endswith(b"\n")
-        ):
-            raise SessionFormatError(
-                "first frame is not exactly one header line",
-                path=path,
-                frame=0,
-                offset=0,
-                line=1,
-            )
-        start = 0
+def decode_file(path: Path, encoding: str | None = None) -> Iterator[Line | Frame]:
+    """Every line and frame of the file, in order. A torn end raises its TornTailError after
+    the last complete item; corruption raises SessionFormatError; both name the file."""
+    decoder = LogDecoder(encoding)
+    with open_regular(path) as fh:
         while True:
-            end = content.find(b"\n", start)
-            if end < 0:
+            try:
+                chunk = fh.read(READ_SIZE)
+            except OSError as err:
+                raise access_error(err, path) from None
+            if not chunk:
                 break
-            piece = content[start:end]
-            if carry:
-                frame_index, frame_offset, offset = carry_start  # type: ignore[misc]
-                piece = carry + piece
-                carry = b""
-            else:
-                frame_index, frame_offset, offset = frame.index, frame.offset, text_offset
-            number += 1
-            yield Line(number, piece, offset, frame_index, frame_offset)
-            text_offset = offset + len(piece) + 1
-            start = end + 1
-        if start < len(content):
-            if not carry:
-                carry_start = (frame.index, frame.offset, text_offset)
-            carry += content[start:]
-    if carry:
-        frame_index, frame_offset, offset = carry_start  # type: ignore[misc]
-        raise TornTailError(
-            "the last line is truncated (no newline at the end of the last frame)",
-            path=path,
-            frame=frame_index,
-            offset=frame_offset,
-            line=number + 1,
-        )
+            try:
+                yield from decoder.feed(chunk)
+            except SessionFormatError as err:
+                raise err.fill(path=path) from None
+    torn = decoder.close()
+    if torn is not None:
+        raise torn.error.fill(path=path)
 
 
-def _plain_lines(path: Path, fh) -> Iterator[Line]:
-    offset = 0
-    for number, raw in enumerate(fh, start=1):
-        if not raw.endswith(b"\n"):
-            raise TornTailError(
-                "the last line is truncated (no newline at end of file)",
-                path=path,
-                offset=offset,
-                line=number,
-            )
-        yield Line(number, raw[:-1], offset, None, None)
-        offset += len(raw)
+def iter_lines(path: Path, encoding: str | None = None) -> Iterator[Line]:
+    """Yield every complete line. A torn tail raises TornTailError after the good lines."""
+    for item in decode_file(path, encoding):
+        if type(item) is Line:
+            yield item

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
 from looprescue.dsh.errors import SessionAccessError, SessionLockedError
@@ -16,7 +17,7 @@ def is_locked_by_dsh(session_dir: Path) -> bool:
     """True while some process (normally DSH) holds ``session.lock``. Never creates the file."""
     lock_path = Path(session_dir) / LOCK_FILE_NAME
     try:
-        fd = os.open(lock_path, os.O_RDONLY)
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO here must not block us
     except FileNotFoundError:
         return False
     except OSError:
@@ -42,11 +43,14 @@ class SessionLock:
 
     def acquire(self) -> SessionLock:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         except OSError as err:
             raise SessionAccessError(
                 f"cannot open the lock file: {err.strerror or err}", path=self.path
             ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise SessionAccessError("the lock file is not a regular file", path=self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -77,4 +81,6 @@ def file_signature(path: Path) -> tuple[int, int, int]:
         st = os.stat(path)
     except FileNotFoundError:
         raise SessionAccessError("file vanished (moved or deleted?)", path=path) from None
+    except OSError as err:
+        raise SessionAccessError(f"cannot stat: {err.strerror or err}", path=path) from None
     return st.st_size, st.st_mtime_ns, st.st_ino

@@ -1,16 +1,13 @@
-"""``open_log``: one session log, header read eagerly, events streamed lazily and validated."""
+"""``open_log``: one session log, header read eagerly, events streamed lazily and checked."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from looprescue.dsh.envelope import EnvelopeProblem, check_envelope, check_header, parse_json_line
 from looprescue.dsh.errors import SessionFormatError, TornTailError
-from looprescue.dsh.legacy import expand_packed_row, is_packed_row
-from looprescue.dsh.lines import Line, detect_encoding, iter_lines
-from looprescue.dsh.stream import check_stream
+from looprescue.dsh.lines import detect_encoding, iter_lines
+from looprescue.dsh.records import Record, RecordReader, Warnings
 
 # File name -> the header version DSH writes under that name.
 LOG_FILE_NAMES = {
@@ -19,16 +16,8 @@ LOG_FILE_NAMES = {
     "session.jsonl.zstd": 0,
     "session.jsonl": 0,
 }
-STREAM_EVENT_TYPES = ("assistant/message", "assistant/attempt")
 
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A validated event and the physical line it came from (legacy packed rows give several
-    records per line)."""
-
-    event: dict
-    line: Line
+__all__ = ["LOG_FILE_NAMES", "Record", "SessionLog", "open_log"]
 
 
 class SessionLog:
@@ -39,7 +28,7 @@ class SessionLog:
         self.encoding = encoding  # "zstd" or "plain"
         self.header = header
         self.version = version
-        self.warnings: list[str] = []
+        self.warnings: Warnings = Warnings()
         self.torn_tail: TornTailError | None = None
         self.last_seq: int | None = None
 
@@ -55,94 +44,61 @@ class SessionLog:
     def session_dir(self) -> Path:
         return self.path.parent
 
+    def reader(self) -> RecordReader:
+        return RecordReader(self.path, LOG_FILE_NAMES.get(self.path.name))
+
     def events(self, *, tolerate_torn_tail: bool = False) -> Iterator[dict]:
-        """Yield event dicts in order (legacy packed rows expanded), validating as it goes.
+        """Yield event dicts in order (legacy packed rows expanded), checked as it goes;
+        log-only events with a bad field are left out (``warnings`` says which).
 
         Raises SessionFormatError at the first problem. With ``tolerate_torn_tail`` a log cut
         off during an append ends quietly after its last complete frame (what DSH itself keeps)
         and ``self.torn_tail`` records the damage.
         """
         for record in self.records(tolerate_torn_tail=tolerate_torn_tail):
-            yield record.event
+            if not record.skipped:
+                yield record.event
 
     def records(self, *, tolerate_torn_tail: bool = False) -> Iterator[Record]:
-        self.warnings = []
+        """Every record with its line and typed view, skipped ones included."""
+        reader = self.reader()
+        self.warnings = reader.warnings
         self.torn_tail = None
         self.last_seq = None
-        expected_seq = 0
-        lines = iter_lines(self.path, self.encoding)
         try:
-            if next(lines, None) is None:  # the header, validated by open_log
+            for line in iter_lines(self.path, self.encoding):
+                for record in reader.feed(line):
+                    self.last_seq = reader.last_seq
+                    yield record
+            if reader.header is None:
                 raise SessionFormatError("empty file: no session header", path=self.path, line=1)
-            for line in lines:
-                for event in self._decode(line, expected_seq):
-                    yield Record(event, line)
-                    expected_seq = event["seq"] + 1
-                    self.last_seq = event["seq"]
         except TornTailError as err:
-            err.fill(last_good_seq=self.last_seq)
-            if not tolerate_torn_tail:
+            err.fill(last_good_seq=reader.last_seq)
+            if not tolerate_torn_tail or reader.header is None:
                 raise
             self.torn_tail = err
         except SessionFormatError as err:
-            raise err.fill(last_good_seq=self.last_seq) from None
-
-    def _decode(self, line: Line, expected_seq: int) -> list[dict]:
-        try:
-            obj = parse_json_line(line.raw)
-            if self.is_legacy and is_packed_row(obj):
-                return list(expand_packed_row(obj, expected_seq))
-            strict = not self.is_legacy
-            self.warnings.extend(check_envelope(obj, expected_seq, strict_surface=strict))
-            if not self.is_legacy and obj["type"] in STREAM_EVENT_TYPES:
-                _check_stream_event(obj)
-            return [obj]
-        except EnvelopeProblem as problem:
-            raise SessionFormatError(
-                str(problem),
-                path=self.path,
-                frame=line.frame,
-                offset=line.frame_offset if line.frame is not None else line.offset,
-                line=line.number,
-                last_good_seq=self.last_seq,
-            ) from None
-
-
-def _check_stream_event(event: dict) -> None:
-    data = event["data"]
-    where = f"{event['type']} (seq {event['seq']})"
-    if not isinstance(data, dict):
-        raise EnvelopeProblem(f"{where}: data is not an object")
-    if event["type"] == "assistant/message":
-        message = data.get("message")
-        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
-            raise EnvelopeProblem(f"{where}: data.message.content must be a list")
-    if "stream" in data:
-        check_stream(data["stream"], where)
+            raise err.fill(last_good_seq=reader.last_seq) from None
 
 
 def open_log(path: str | Path) -> SessionLog:
     """Open a ``session.v4.jsonl.zstd``, ``session.v4.jsonl`` or legacy ``session.jsonl[.zstd]``.
 
-    Reads and validates only the header; ``events()`` streams the rest. Any file can be given
+    Reads and checks only the header; ``events()`` streams the rest. Any file can be given
     (e.g. a copied backup): the encoding is detected from its bytes, the layout from the header.
     """
     path = Path(path)
     encoding = detect_encoding(path)
+    reader = RecordReader(path, LOG_FILE_NAMES.get(path.name))
     lines = iter_lines(path, encoding)
     try:
         first = next(lines, None)
+        if first is not None:
+            reader.feed(first)
     except TornTailError as err:
         raise err.fill(path=path) from None
     finally:
         lines.close()
-    if first is None:
+    if first is None or reader.header is None:
         raise SessionFormatError("empty file: no session header", path=path, line=1)
-    try:
-        header = parse_json_line(first.raw)
-        version = check_header(header, LOG_FILE_NAMES.get(path.name))
-    except EnvelopeProblem as problem:
-        raise SessionFormatError(
-            str(problem), path=path, frame=first.frame, offset=0, line=1
-        ) from None
-    return SessionLog(path, encoding, header, version)
+    return SessionLog(path, encoding, reader.header, reader.version or 0)

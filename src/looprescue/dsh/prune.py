@@ -18,6 +18,7 @@ from looprescue.dsh.stream import PACKED_ROW_TYPES, expand_stream
 Language = Literal["auto", "zh", "en"]
 TEXT_BLOCK_TYPES = {"reasoning": "reasoning", "text": "text"}
 _DELTA_TYPES = {"reasoning-delta", "text-delta"}
+_TEXT_ROW_TYPES = {"reasoning-chunks", "text-chunks"}
 
 
 def pick_language(sample: str, language: Language = "auto") -> Literal["zh", "en"]:
@@ -126,7 +127,7 @@ def _cut_stream(stream: list, new_texts: dict[int, str], dropped: list[int]) -> 
         index = _entry_index(entry)
         if index in dropped:
             continue
-        if index in budget and entry["type"] in PACKED_ROW_TYPES:
+        if index in budget and entry["type"] in _TEXT_ROW_TYPES:
             members = entry["texts"]
             kept: list[str] = []
             for piece in members:
