@@ -247,3 +247,33 @@ def test_failed_verification_leaves_the_original_untouched(tmp_path):
         writer.commit(reject, lambda: None)
     assert log.read_bytes() == before
     assert sorted(p.name for p in log.parent.iterdir()) == ["session.lock", "session.v4.jsonl.zstd"]
+
+
+def _split_line_layout(log):
+    """The same lines, but the looping message (line 19) runs across two frames."""
+    text = zstandard.ZstdDecompressor().stream_reader(log.open("rb"), read_across_frames=True)
+    header, *events = text.read().splitlines(keepends=True)
+    body = b"".join(events)
+    middle = body.index(events[17]) + len(events[17]) // 2
+    return [header, body[:middle], body[middle:]]
+
+
+@pytest.mark.parametrize("layout", ["trailing empty frame", "line across frames"])
+def test_what_a_dry_run_plans_the_real_clean_writes(tmp_path, layout):
+    from looprescue.dsh.frames import compress_frame
+
+    data = tmp_path / "sessions"
+    log = install_session(data, "a_reasoning_loop")
+    if layout == "trailing empty frame":
+        log.write_bytes(log.read_bytes() + compress_frame(b""))
+    else:
+        log.write_bytes(b"".join(compress_frame(part) for part in _split_line_layout(log)))
+    dry = clean(log, "--data", data, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    [planned] = json.loads(dry.stdout.splitlines()[0])["changes"]
+    real = clean(log, "--data", data, "--yes", "--json")
+    assert real.exit_code == 0, real.output
+    assert json.loads(real.stdout.splitlines()[0])["changes"] == [planned]
+    assert message(log, 17) != message(fixture_log("a_reasoning_loop"), 17)
+    before, after = lines_of(fixture_log("a_reasoning_loop")), lines_of(log)
+    assert [n for n, (x, y) in enumerate(zip(before, after, strict=True)) if x != y] == [18]

@@ -204,6 +204,31 @@ def test_follow_a_quiet_session_exits_0_on_ctrl_c(tmp_path: Path) -> None:
     assert out == b""
 
 
+@pytest.mark.timeout(120)
+def test_follow_survives_a_directory_and_stops_at_an_appended_seq_gap(tmp_path: Path) -> None:
+    lines = fixture_lines("d_tool_loop")
+    log = tmp_path / "session.v4.jsonl.zstd"
+    log.write_bytes(compress_frame(lines[0]) + compress_frame(b"".join(lines[1:5])))
+    follower = start_follower(log)
+    try:
+        read_until(follower.stderr, "session session-")
+        log.unlink()
+        log.mkdir()  # replaced by a directory: said once, then waited out
+        read_until(follower.stderr, "session log is a directory")
+        log.rmdir()
+        log.write_bytes(compress_frame(lines[0]) + compress_frame(b"".join(lines[1:5])))
+        read_until(follower.stderr, "reappeared")
+        with open(log, "ab") as fh:
+            fh.write(compress_frame(b"".join(lines[6:8])))  # seq 4 never written
+        out, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    assert follower.returncode == 2
+    assert f"error: {log}: seq gap (expected 4, got 5) (frame 2" in err.decode()
+    assert "Traceback" not in err.decode()
+
+
 def test_torn_tail_is_read_up_to_the_last_complete_frame(tmp_path: Path) -> None:
     session = tmp_path / "session"
     shutil.copytree(SESSIONS / "d_tool_loop" / "session", session)

@@ -148,3 +148,66 @@ def test_a_long_log_is_taken_in_bounded_bites(tmp_path: Path) -> None:
             break
     assert events == SESSIONS_LOG.events
     assert polls >= len(b"".join(frames)) // 100
+
+
+def test_an_appended_seq_gap_is_an_error_naming_file_frame_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "session.v4.jsonl.zstd"
+    path.write_bytes(compress_frame(LINES[0]) + compress_frame(b"".join(LINES[1:4])))
+    tail = SessionTail(path)
+    assert len(tail.poll().events) == 3
+    append(path, compress_frame(b"".join(LINES[5:7])))  # seq 3 is missing
+    with pytest.raises(SessionFormatError) as caught:
+        tail.poll()
+    err = caught.value
+    assert err.path == path and err.frame == 2 and err.line == 5 and err.last_good_seq == 2
+    assert "seq gap (expected 3, got 4)" in str(err)
+
+
+def test_a_wrong_type_in_an_appended_event_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "session.v4.jsonl"
+    path.write_bytes(LINES[0])
+    tail = SessionTail(path)
+    tail.poll()
+    append(path, b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":"1"}}\n')
+    with pytest.raises(SessionFormatError, match=r"data.turn must be an integer, got a string"):
+        tail.poll()
+
+
+def test_replaced_by_a_directory_is_reported_once_then_followed_again(tmp_path: Path) -> None:
+    path = tmp_path / "session.v4.jsonl"
+    path.write_bytes(LINES[0] + LINES[1])
+    tail = SessionTail(path)
+    tail.poll()
+    path.unlink()
+    path.mkdir()
+    update = tail.poll()
+    assert update.notices == [f"{path}: session log is a directory, expected a session log "
+                              "file; waiting for it"]  # fmt: skip
+    assert tail.poll().notices == []
+    path.rmdir()
+    path.write_bytes(LINES[0] + LINES[1] + LINES[2])
+    update = tail.poll()
+    assert update.restarted and len(update.events) == 2
+
+
+def test_a_fifo_in_place_of_the_log_does_not_block(tmp_path: Path) -> None:
+    path = tmp_path / "session.v4.jsonl"
+    path.write_bytes(LINES[0])
+    tail = SessionTail(path)
+    tail.poll()
+    path.unlink()
+    os.mkfifo(path)
+    assert "not a regular file (a FIFO)" in tail.poll().notices[0]
+
+
+def test_the_tail_reads_what_the_file_reader_reads(tmp_path: Path) -> None:
+    # one decoder and one record reader: the same events, the same tolerated warnings
+    from tests.test_dsh_helpers import fixture_log
+
+    from looprescue.dsh import open_log
+
+    source = fixture_log("h_stream_cut")
+    path = tmp_path / "session.v4.jsonl.zstd"
+    path.write_bytes(source.read_bytes())
+    update = SessionTail(path).poll()
+    assert update.events == list(open_log(source).events())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from tests.paths import SESSIONS
@@ -40,13 +41,18 @@ def write_frames(path: Path, batches: list[list[bytes]]) -> Path:
 
 
 def tree_state(root: Path) -> dict[str, tuple[str, int]]:
-    """Every file under ``root`` with its content hash and mtime: 'nothing was written'."""
+    """Every entry under ``root`` with its content hash (regular files) and mtime: 'nothing
+    was written'. FIFOs, devices and symlinks are recorded without being opened."""
     state = {}
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             path = Path(dirpath) / name
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            state[str(path.relative_to(root))] = (digest, path.stat().st_mtime_ns)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                digest = f"mode {st.st_mode:o}"
+            state[str(path.relative_to(root))] = (digest, st.st_mtime_ns)
     return state
 
 

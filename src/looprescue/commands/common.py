@@ -4,6 +4,7 @@ warnings and crashes are reported."""
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,22 @@ def report_crash(exc: BaseException, path: Path | None = None) -> None:
     if Settings.debug:
         traceback.print_exception(type(exc), exc, exc.__traceback__)
     typer.echo(crash_line(exc, path), err=True)
+
+
+def one_session(path: Path, json_output: bool, work: Callable[[], int]) -> int:
+    """Run ``work`` for one session of a multi-session command and return its exit code.
+    Unreadable input is reported (2), a bug is reported as one line (3); either way the
+    caller goes on with the next session."""
+    try:
+        return work()
+    except SessionError as exc:
+        report_session_error(exc, json_output)
+        return EXIT_UNREADABLE
+    except BrokenPipeError:
+        raise
+    except Exception as exc:
+        report_crash(exc, path)
+        return EXIT_BUG
 
 
 def worst(codes: list[int]) -> int:

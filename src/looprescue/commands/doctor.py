@@ -15,13 +15,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from looprescue.commands.common import (
-    EXIT_BUG,
     EXIT_FOUND,
     EXIT_OK,
     EXIT_UNREADABLE,
     SET_HELP,
+    one_session,
     parse_settings,
-    report_crash,
     report_session_error,
     report_warnings,
     worst,
@@ -83,30 +82,27 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
         report_session_error(exc, json_output)
         return EXIT_UNREADABLE
     out = Console(highlight=False)
-    return worst([_diagnose_one(path, options, json_output, out, err) for path in logs])
+    return worst(
+        [
+            one_session(
+                path, json_output, lambda p=path: _diagnose_one(p, options, json_output, out, err)
+            )
+            for path in logs
+        ]
+    )
 
 
 def _diagnose_one(
     path: Path, options: DoctorConfig, json_output: bool, out: Console, err: Console
 ) -> int:
-    """One session's signals; its exit code. A crash is reported and the next one read."""
-    log = None
+    """One session's signals; its exit code."""
+    log = open_log(path)
     try:
-        log = open_log(path)
         signals = analyze_log(
             log.events(tolerate_torn_tail=True), log.session_id, options, header=log.header
         )
-    except SessionError as exc:
-        report_session_error(exc, json_output)
-        return EXIT_UNREADABLE
-    except BrokenPipeError:
-        raise
-    except Exception as exc:
-        report_crash(exc, path)
-        return EXIT_BUG
     finally:
-        if log is not None:
-            report_warnings(path, log.warnings)
+        report_warnings(path, log.warnings)
     if log.torn_tail is not None:
         err.print(f"[yellow]note:[/yellow] {escape(str(log.torn_tail))}; read up to it")
     if json_output:

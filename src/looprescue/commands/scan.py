@@ -10,13 +10,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
 from looprescue.commands.common import (
-    EXIT_BUG,
     EXIT_FOUND,
     EXIT_OK,
     EXIT_UNREADABLE,
     SET_HELP,
+    one_session,
     parse_settings,
-    report_crash,
     report_session_error,
     report_warnings,
     worst,
@@ -95,32 +94,28 @@ def scan_command(
     with progress:
         task = progress.add_task("scan", total=len(logs))
         for log_path in logs:
-            codes.append(_scan_one(log_path, cfg, show_all, json_output, progress))
+            codes.append(
+                one_session(
+                    log_path,
+                    json_output,
+                    lambda p=log_path: _scan_one(p, cfg, show_all, json_output, progress),
+                )
+            )
             progress.advance(task)
     raise typer.Exit(worst(codes))
 
 
 def _scan_one(log_path: Path, cfg, show_all: bool, json_output: bool, progress) -> int:
-    """Scan one session; its exit code. A crash is reported and the next session scanned."""
+    """Scan one session; its exit code."""
     found = False
-    log = None
+    log = open_log(log_path)
     try:
-        log = open_log(log_path)
         for finding in scan_records(log.records(), log.session_id, str(log_path), cfg):
             found |= finding.is_loop
             if finding.is_loop or show_all:
                 _emit(finding, json_output, progress)
-    except SessionError as exc:
-        report_session_error(exc, json_output)
-        return EXIT_UNREADABLE
-    except BrokenPipeError:
-        raise
-    except Exception as exc:
-        report_crash(exc, log_path)
-        return EXIT_BUG
     finally:
-        if log is not None:
-            report_warnings(log_path, log.warnings)
+        report_warnings(log_path, log.warnings)
     return EXIT_FOUND if found else EXIT_OK
 
 

@@ -90,11 +90,19 @@ class TornTail:
     error: TornTailError
 
 
+_MAGICS = (ZSTD_MAGIC, *(bytes([0x50 | n]) + _SKIPPABLE_TAIL for n in range(16)))
+
+
+def encoding_of(head: bytes) -> str:
+    """'zstd' when a log starts with a zstd frame (a skippable one too), else 'plain'."""
+    return "zstd" if head[:4] in _MAGICS else "plain"
+
+
 class LogDecoder:
     """Bytes of one session log in, ``Line`` and ``Frame`` values out.
 
     ``encoding`` ("zstd" or "plain") is taken from the first bytes unless given: a log that
-    starts with the zstd magic is zstd, anything else is plain JSONL.
+    starts with a zstd frame is zstd, anything else is plain JSONL.
     """
 
     def __init__(self, encoding: str | None = None) -> None:
@@ -132,13 +140,10 @@ class LogDecoder:
         complete before). Consume it before the next ``feed``."""
         if self.encoding is None:
             head = self._buf + data
-            if head.startswith(ZSTD_MAGIC):
-                self.encoding = "zstd"
-            elif ZSTD_MAGIC.startswith(head):
+            if len(head) < len(ZSTD_MAGIC) and any(m.startswith(head) for m in _MAGICS):
                 self._buf = head  # too short to tell yet
                 return iter(())
-            else:
-                self.encoding = "plain"
+            self.encoding = encoding_of(head)
             self._buf, data = b"", head
         if self.encoding == "plain":
             out: list[Line | Frame] = []

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from looprescue.dsh.decoder import ZSTD_MAGIC, Frame, Line, LogDecoder
+from looprescue.dsh.decoder import ZSTD_MAGIC, Frame, Line, LogDecoder, encoding_of
 from looprescue.dsh.errors import SessionAccessError, SessionFormatError
 
 READ_SIZE = 1 << 18
@@ -80,7 +80,19 @@ def detect_encoding(path: Path) -> str:
             head = fh.read(len(ZSTD_MAGIC))
         except OSError as err:
             raise access_error(err, path) from None
-    return "zstd" if head == ZSTD_MAGIC else "plain"
+    return encoding_of(head)
+
+
+def read_chunks(fh: BinaryIO, path: Path) -> Iterator[bytes]:
+    """The rest of an open file in pieces; a read error names the file."""
+    while True:
+        try:
+            chunk = fh.read(READ_SIZE)
+        except OSError as err:
+            raise access_error(err, path) from None
+        if not chunk:
+            return
+        yield chunk
 
 
 def decode_file(path: Path, encoding: str | None = None) -> Iterator[Line | Frame]:
@@ -88,13 +100,7 @@ def decode_file(path: Path, encoding: str | None = None) -> Iterator[Line | Fram
     the last complete item; corruption raises SessionFormatError; both name the file."""
     decoder = LogDecoder(encoding)
     with open_regular(path) as fh:
-        while True:
-            try:
-                chunk = fh.read(READ_SIZE)
-            except OSError as err:
-                raise access_error(err, path) from None
-            if not chunk:
-                break
+        for chunk in read_chunks(fh, path):
             try:
                 yield from decoder.feed(chunk)
             except SessionFormatError as err:

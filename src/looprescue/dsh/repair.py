@@ -20,7 +20,7 @@ from looprescue.dsh.closers import OpenTurnTracker
 from looprescue.dsh.decoder import Frame, Line, LogDecoder, TornTail, intact_frame_in
 from looprescue.dsh.edit import encode_event
 from looprescue.dsh.errors import SessionEditError, SessionFormatError
-from looprescue.dsh.lines import READ_SIZE, access_error, open_regular
+from looprescue.dsh.lines import open_regular, read_chunks
 from looprescue.dsh.log import SessionLog, open_log
 from looprescue.dsh.records import RecordReader
 from looprescue.dsh.writer import LogWriter
@@ -109,13 +109,7 @@ def plan_repair(path: Path) -> RepairPlan:
     decoder = LogDecoder(log.encoding)
     corrupt: SessionFormatError | None = None
     with open_regular(path) as fh:
-        while True:
-            try:
-                chunk = fh.read(READ_SIZE)
-            except OSError as err:
-                raise access_error(err, path) from None
-            if not chunk:
-                break
+        for chunk in read_chunks(fh, path):
             items = decoder.feed(chunk)
             while True:
                 try:
