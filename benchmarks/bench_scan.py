@@ -31,7 +31,7 @@ def _measure(mode: str, path: Path) -> dict:
     import zstandard
 
     from looprescue.dsh import open_log
-    from looprescue.dsh.findings import scan_events
+    from looprescue.dsh.findings import scan_records
 
     events = loops = text_bytes = 0
     start = time.perf_counter()
@@ -53,7 +53,7 @@ def _measure(mode: str, path: Path) -> dict:
             events += 1
     elif mode == "scan":
         log = open_log(path)
-        for finding in scan_events(log.events(), log.session_id, str(path)):
+        for finding in scan_records(log.records(), log.session_id, str(path)):
             loops += finding.is_loop
         events = log.last_seq + 1
     seconds = time.perf_counter() - start

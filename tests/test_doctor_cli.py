@@ -220,7 +220,7 @@ def test_follow_survives_a_directory_and_stops_at_an_appended_seq_gap(tmp_path: 
         read_until(follower.stderr, "reappeared")
         with open(log, "ab") as fh:
             fh.write(compress_frame(b"".join(lines[6:8])))  # seq 4 never written
-        out, err = follower.communicate(timeout=60)
+        _out, err = follower.communicate(timeout=60)
     finally:
         if follower.poll() is None:
             follower.kill()

@@ -18,6 +18,7 @@ from typing import Any
 from looprescue.dsh.decoder import Line, LogDecoder
 from looprescue.dsh.errors import SessionAccessError, SessionFormatError
 from looprescue.dsh.lines import open_regular
+from looprescue.dsh.log import LOG_FILE_NAMES
 from looprescue.dsh.records import RecordReader
 
 _READ_SIZE = 1 << 20
@@ -57,8 +58,9 @@ class SessionTail:
     def _reset(self) -> None:
         self._offset = 0
         self._fingerprint = b""
-        self._decoder = LogDecoder()
-        self._reader = RecordReader(self.path)
+        # named like a zstd log: read as one, so a damaged start is a corrupt frame
+        self._decoder = LogDecoder("zstd" if self.path.name.endswith(".zstd") else None)
+        self._reader = RecordReader(self.path, LOG_FILE_NAMES.get(self.path.name))
         self._warned = 0
         self.header: dict[str, Any] | None = None
 

@@ -74,13 +74,15 @@ def open_regular(path: Path | str) -> BinaryIO:
 
 
 def detect_encoding(path: Path) -> str:
-    """'zstd' or 'plain', by content (magic bytes), not by file name."""
+    """'zstd' or 'plain', by content (magic bytes), so a renamed copy still reads; a file
+    named ``….zstd`` is always read as zstd, so damage to its first bytes is reported as the
+    corrupt frame it is, not as an unreadable first line."""
     with open_regular(path) as fh:
         try:
             head = fh.read(len(ZSTD_MAGIC))
         except OSError as err:
             raise access_error(err, path) from None
-    return encoding_of(head)
+    return "zstd" if Path(path).name.endswith(".zstd") else encoding_of(head)
 
 
 def read_chunks(fh: BinaryIO, path: Path) -> Iterator[bytes]:
