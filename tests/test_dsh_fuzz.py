@@ -129,7 +129,8 @@ def corrupted_logs(draw):
     elif kind not in ("dropped line", "swapped lines"):
         batches[b][i] = json.dumps(event, ensure_ascii=False).encode() + b"\n"
     if draw(st.booleans()):
-        return fixture.parent.parent.name, "session.v4.jsonl", b"".join(b"".join(lines) for lines in batches)
+        plain = b"".join(b"".join(lines) for lines in batches)
+        return fixture.parent.parent.name, "session.v4.jsonl", plain
     data = b"".join(compress_frame(b"".join(lines)) for lines in batches if lines)
     return fixture.parent.parent.name, fixture.name, data
 
