@@ -47,9 +47,7 @@ def odd_session(data: Path, kind: str) -> Path:
 
 @pytest.mark.parametrize("kind", ODD_FILES)
 @pytest.mark.parametrize("command", ["sessions", "scan DIR", "doctor DIR", "clean picker"])
-def test_an_odd_file_named_like_a_log_is_reported_and_the_rest_processed(
-    tmp_path, kind, command
-):
+def test_an_odd_file_named_like_a_log_is_reported_and_the_rest_processed(tmp_path, kind, command):
     data = tmp_path / "sessions"
     good = install_session(data, "b_verbatim_cycle")
     odd = odd_session(data, kind)
