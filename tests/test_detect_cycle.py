@@ -83,11 +83,16 @@ def test_single_letter_degeneration_keeps_one_letter():
 
 
 def test_counter_loop_only_matches_with_digits_masked():
-    body = "tell me something about you? <|im_end|>\n<|im_start|>assistant"
-    text = "".join(f"{body}{n}\n" for n in range(50, 99))
+    body = "Tell me something about you?\nHere is answer number "
+    text = "".join(f"{body}{n}.\n" for n in range(50, 99))
     hit = stream(text, "text")
     assert hit is not None and hit.rule == "counter"
-    assert hit.period == len(body) + 3
+    assert hit.period == len(body) + 4
+    # with special chat tokens in it, the same echo is cut at its first end-of-turn token
+    echo = "tell me something about you? <|im_end|>\n<|im_start|>assistant"
+    tokens = "".join(f"{echo}{n}\n" for n in range(50, 99))
+    hit = stream(tokens, "text")
+    assert hit is not None and hit.rule == "echo" and hit.prune_offset == echo.index("<|im_end|>")
 
 
 def test_numbered_single_lines_are_an_enumeration_not_a_counter_loop():

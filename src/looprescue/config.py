@@ -59,7 +59,8 @@ class DetectorConfig(_Strict):
     poolMinCoverage: float = Field(0.75, gt=0.0, le=1.0)
     poolMaxPhrases: int = Field(12, ge=2, le=1000)
     poolMaxPhraseChars: int = Field(40, ge=2, le=10_000)
-    poolMinDistinct: int = Field(2, ge=1, le=1000)
+    # distinct phrases the pool needs; 1: copies of one sentence that differ in whitespace
+    poolMinDistinct: int = Field(1, ge=1, le=1000)
     # chars from the pool's onset to where it fires: a short burst the model recovers from is
     # not cut
     poolMinChars: int = Field(300, ge=0, le=10_000_000)
@@ -68,6 +69,9 @@ class DetectorConfig(_Strict):
     linesMaxMedianChars: int = Field(20, ge=1, le=10_000)
     linesMinDuplicateRatio: float = Field(0.7, gt=0.0, le=1.0)
     linesConfirmGap: int = Field(50, ge=1, le=100_000)
+    # echo: special chat tokens (<|im_end|>, </s>, …) written out as text, outside code: the
+    # model went on past its end of turn; this many of them, one an end of turn, fire.
+    echoMinTokens: int = Field(3, ge=2, le=1000)
     # Inside ``` fences of the text channel, phrases and lines are structure, not loops, so the
     # pool and lines rules skip them, and counter templates never fire; cycle still runs, but
     # needs codeFenceRepeatFactor times its usual copies and codeFenceFactor times the chars of

@@ -5,6 +5,7 @@ from __future__ import annotations
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.lines import LinesRule
 from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.periodic import PeriodicRule
@@ -33,6 +34,7 @@ class ChannelDetector:
         self._periodic = PeriodicRule(channel, cfg, fence_guard=structural)
         self._pool = PoolRule(channel, cfg)
         self._lines = LinesRule(channel, cfg)
+        self._echo = EchoRule(channel, cfg)
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
@@ -107,6 +109,8 @@ class ChannelDetector:
     def _checkpoint(self, cp: int, final: bool) -> Hit | None:
         win = self._win
         hit = self._segmenter.scan_to(win, cp, final)
+        if hit is None:
+            hit = self._echo.at_checkpoint(win, cp, self._segmenter)
         if hit is None and self._paragraph is not None:
             hit = self._paragraph.at_checkpoint(win, cp)
         if hit is None:
@@ -125,6 +129,7 @@ class ChannelDetector:
         line_tail, line_start = self._segmenter.line_tail(win)
         return min(
             self._periodic.safe_offset(win),
+            self._echo.safe_offset(win),
             self._pool.safe_offset(tail, tail_start, end),
             self._lines.safe_offset(line_tail, line_start, end),
         )

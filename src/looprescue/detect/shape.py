@@ -11,7 +11,7 @@ import re
 from enum import Enum
 
 # Characters that draw lines and borders: rules, table separators, box drawing, ellipses.
-_DIVIDER = re.compile(r"[\s\-=_*~+|:.·•…—–─-╿▀-▟■□▪▫◆◇○●#^`'\"<>/\\]*")
+_DIVIDER = re.compile(r"[\s\-=_*~+|:.·•…—–─-╿▀-▟■□▪▫◆◇○●]*")
 _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"[0-9]")
 _ONLY_DIGITS = re.compile(r"[0-9\s]+")

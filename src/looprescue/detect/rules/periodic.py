@@ -508,7 +508,10 @@ def _natural_start(win: TextWindow, first: int, unit: int, end: int) -> int:
             return first  # later copies begin a line (after its indentation)
         nl = raw.find("\n", c_lo, c_hi - 1)
         if nl >= 0:
-            return first + (win.folded_of(nl + 1 + base) - copy)
+            line = nl + 1
+            while line < c_hi - 1 and raw[line] == "\n":
+                line += 1  # a blank line is not where a copy begins
+            return first + (win.folded_of(line + base) - copy)
     if _after_sentence_end(raw, lo):
         return first
     for copy, stop in layouts:

@@ -2,9 +2,11 @@
 
 Catches reshuffled bleeds such as ``好。/输出。/Go./OK./Let me write.`` that have no exact
 period. Over the last ``poolWindow`` counted sentences, at least ``poolMinCoverage`` of them must
-be short phrases that occur at least twice in the window, the pool of such phrases must be a
-handful (``poolMaxPhrases``) and at least ``poolMinDistinct`` phrases must rotate (one phrase
-alone is a cycle, not a pool).
+be short phrases that occur at least twice in the window, and the pool of such phrases must be a
+handful (``poolMaxPhrases``), at least ``poolMinDistinct`` of them. One phrase alone is enough by
+default: its copies may differ in whitespace, which an exact cycle does not allow. Phrases are
+compared with inner whitespace folded and a counter label in front dropped (``Day 3: Rest``),
+so a counted list whose items come from a handful of words is a pool too.
 
 Prune point: where the batch of phrases first appeared (``UnitRun.onset``), so no phrase of the
 pool is kept. A new long sentence ends a pool: the onset is never before it, and that is what

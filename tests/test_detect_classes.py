@@ -1,0 +1,230 @@
+"""The loop classes real models produce, caught early, and the legitimate repetition left alone.
+
+Every text here is written for these tests; the shapes follow what other loop detectors' own
+suites exercise and what a 135M model produced (corpus/smollm2.jsonl). Each loop is checked for
+how soon it fires (loop chars after its onset, with the 128-char checkpoint stride as slack) and
+for how much of it the cut keeps.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tests.detect_helpers import stream
+
+from looprescue.detect import scan_text
+
+STRIDE = 128  # checkpoints: a rule is judged at most this many chars after its evidence is in
+LEAD = (
+    "The user wants a short answer about the retry policy, so I will explain the backoff and "
+    "the cap and then stop.\n\n"
+)
+
+
+def _fires_early(text: str, onset: int, within: int, channel: str = "text", keep: int = 0):
+    hit = stream(text, channel, sizes=(3, 5, 2))
+    assert hit is not None, "no loop found"
+    assert hit.fired_at - onset <= within + STRIDE, hit
+    assert onset <= hit.prune_offset <= onset + keep + 16, hit  # at most one copy (+ alignment)
+    return hit
+
+
+# -- short periods, many copies -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["<|endoftext|>\n", "**Note**\n", "Loading... ", "Repeat this ", "ABCDE", "好的", "🙂 yes "],
+)
+def test_a_short_unit_repeated_is_cut_within_about_300_chars(unit):
+    hit = _fires_early(LEAD + unit * 60, len(LEAD), 300, keep=len(unit))
+    assert hit.rule in ("cycle", "echo", "pool")
+
+
+def test_thirty_copies_of_one_letter_and_48_of_one_ideograph():
+    _fires_early(LEAD + "a" * 60, len(LEAD), 30, keep=1)
+    _fires_early(LEAD + "好" * 48, len(LEAD), 30, keep=1)
+
+
+def test_a_fifty_char_chunk_ten_times_and_a_sentence_twenty_times():
+    chunk = "Row check passed for the cached item, moving on. "
+    assert len(chunk) == 49
+    _fires_early(LEAD + chunk * 10, len(LEAD), 300, keep=len(chunk))
+    sentence = "I will now verify the result. "
+    _fires_early(LEAD + sentence * 20, len(LEAD), 300, keep=len(sentence))
+
+
+def test_a_five_sentence_block_four_times():
+    block = (
+        "I am complete. The work is finished. I will exit now. Everything is done. "
+        "I will stop here.\n"
+    )
+    hit = _fires_early(LEAD + block * 6, len(LEAD), 4 * len(block), keep=len(block))
+    assert (LEAD + block * 6)[: hit.prune_offset].count("I am complete.") <= 1
+
+
+def test_a_long_paragraph_is_cut_within_two_copies_after_the_third_starts():
+    paragraph = (
+        "The retry policy doubles the delay after every failed attempt, starting at half a "
+        "second, and gives up after five attempts or thirty seconds, whichever comes first. "
+        "A 429 answer with a Retry-After header overrides the computed delay.\n\n"
+    )
+    text = LEAD + paragraph * 6
+    hit = stream(text, "reasoning", sizes=(4,))
+    assert hit is not None
+    assert hit.fired_at - len(LEAD) <= 2 * len(paragraph) + 2 * len(paragraph) + STRIDE
+    assert hit.prune_offset == len(LEAD) + len(paragraph)
+
+
+# -- loops inside code fences ---------------------------------------------------------------
+
+
+def test_near_empty_comment_lines_inside_a_fence():
+    code = "```python\ndef retry(call):\n    delay = 0.5\n"
+    hit = stream("Here is the helper:\n\n" + code + "#\n" * 200, "text")
+    assert hit is not None and hit.rule == "cycle"
+    assert hit.fired_at < len("Here is the helper:\n\n" + code) + 400
+
+
+def test_one_flag_line_repeated_inside_a_fence():
+    head = "Run it with:\n\n```bash\npython -m tool \\\n"
+    flag = "  --enable-cache \\\n"
+    hit = stream(head + flag * 120, "text")
+    assert hit is not None and hit.rule == "cycle" and hit.period == len(flag)
+    assert hit.fired_at - len(head) < 60 * len(flag)  # well inside a 700-token budget
+
+
+# -- degenerate tables and counted lists ----------------------------------------------------
+
+
+@pytest.mark.parametrize("cells", ["|  |  |", "| TBD | TBD |", "| - | - |"])
+def test_table_rows_that_differ_only_in_the_row_number(cells):
+    head = "| # | owner | due |\n|---|---|---|\n| 1 | ops | Monday |\n"
+    rows = "".join(f"| {n} {cells}\n" for n in range(2, 60))
+    hit = stream("Plan:\n\n" + head + rows, "text")
+    assert hit is not None and hit.rule == "counter"
+    assert hit.loop_start >= len("Plan:\n\n" + head)
+
+
+def test_day_lists_that_mix_a_counter_with_a_pool_of_words():
+    rng = random.Random(3)
+    days = "".join(f"Day {n}: {rng.choice(['Rest', 'Run', 'Stretch'])}\n" for n in range(1, 61))
+    hit = stream("Your 60-day plan:\n\n" + days, "text")
+    assert hit is not None and hit.rule == "pool"
+    assert hit.prune_offset == len("Your 60-day plan:\n\n")  # none of the list is kept
+
+
+def test_numbered_items_whose_content_is_gone():
+    items = "1. Apple\n2. Pear\n3. Plum\n" + "".join(f"{n}. Banana\n" for n in range(4, 101))
+    hit = stream(items, "text")
+    assert hit is not None and hit.rule == "counter"
+    assert items[hit.loop_start : hit.prune_offset] == "4. Banana\n"
+
+
+def test_numbered_step_blocks_reemitted_with_only_the_number_changed():
+    block = (
+        "{n}. **Install Python**: download the installer from the official site and run it. "
+        "Tick the box that adds Python to PATH, then finish the wizard.\n\n"
+    )
+    text = "Steps:\n\n" + "".join(block.format(n=n) for n in range(1, 30))
+    hit = stream(text, "text")
+    assert hit is not None and hit.rule == "counter"
+    assert hit.loop_start == len("Steps:\n\n")
+    assert text[hit.loop_start : hit.prune_offset] == block.format(n=1)
+
+
+# -- token echo -----------------------------------------------------------------------------
+
+
+def test_the_chat_echoed_after_an_end_of_turn_token():
+    answer = "The capital of France is Paris."
+    echo = "".join(
+        f"<|im_end|>\n<|im_start|>user\nAnd of Spain?<|im_end|>\n<|im_start|>assistant{n}\n"
+        for n in range(1, 20)
+    )
+    hit = stream(answer + echo, "text")
+    assert hit is not None and hit.rule == "echo"
+    assert hit.prune_offset == len(answer)  # the answer stays, nothing after its end of turn
+
+
+def test_special_tokens_quoted_as_documentation_are_not_an_echo():
+    doc = (
+        "ChatML wraps every turn: a turn opens with `<|im_start|>` and a role and closes with "
+        "`<|im_end|>`; Llama 2 closes with `</s>` instead, and Gemma uses `<end_of_turn>`.\n\n"
+        "```\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n```\n"
+    )
+    assert scan_text(doc, "text") == []
+
+
+# -- near-copies ----------------------------------------------------------------------------
+
+
+def test_copies_of_a_short_sentence_that_differ_in_whitespace():
+    rng = random.Random(7)
+    seps = [" ", "  ", "\n", "\n\n", " \n"]
+    text = LEAD + "".join("I will check the config file." + rng.choice(seps) for _ in range(60))
+    hit = stream(text, "reasoning")
+    assert hit is not None
+    assert hit.prune_offset <= len(LEAD) + len("I will check the config file.") + 16
+
+
+def test_copies_that_differ_in_a_word_rotate_as_a_pool():
+    rng = random.Random(9)
+    forms = ["Let me check the file.", "Let me check the code.", "Let me check the test."]
+    text = LEAD + "\n".join(rng.choice(forms) for _ in range(60))
+    hit = stream(text, "reasoning")
+    assert hit is not None and hit.rule in ("pool", "cycle")
+    assert hit.prune_offset == len(LEAD)
+
+
+# -- legitimate repetition ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "divider",
+    ["-" * 80, "=" * 120, "─" * 100, "━" * 60, "+-" * 40, "╭" + "─" * 60 + "╮", "_" * 90],
+)
+def test_dividers_on_one_line_or_several(divider):
+    one = "Results\n" + divider * 10 + "\nAll green.\n"
+    several = "Results\n" + (divider + "\n") * 30 + "All green.\n"
+    for text in (one, several):
+        assert scan_text(text, "text") == []
+        assert scan_text(text, "reasoning") == []
+
+
+def _fenced(lang: str, body: str) -> str:
+    return f"Here you go:\n\n```{lang}\n{body}```\n"
+
+
+COUNTER_TEMPLATES = {
+    "css classes": "".join(
+        f".row-{n} {{\n  display: flex;\n  gap: {n * 2}px;\n}}\n" for n in range(1, 51)
+    ),
+    "json objects": "[\n"
+    + "".join(f'  {{"id": {n}, "name": "user{n}", "active": true}},\n' for n in range(1, 51))
+    + "]\n",
+    "log lines": "".join(
+        f"2026-12-01 10:{n % 60:02d}:00 INFO processing record {n} done\n" for n in range(1, 61)
+    ),
+    "function stubs": "".join(
+        f"def handler{n}(event):\n    return dispatch(event, {n})\n\n" for n in range(1, 41)
+    ),
+    "sql seed rows": "".join(
+        f"INSERT INTO users (id, name) VALUES ({n}, 'user{n}');\n" for n in range(1, 61)
+    ),
+    "numbered bullets": "".join(
+        f"- step {n}: run the same command and check the output\n" for n in range(1, 41)
+    ),
+    "enumerated lines": "".join(
+        f"Step {n}: examine part {n} of the input and record it.\n" for n in range(1, 61)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTER_TEMPLATES))
+def test_counter_templates_in_code_and_data_are_what_was_asked_for(name):
+    body = COUNTER_TEMPLATES[name]
+    for text in (_fenced("text", body), "Here you go:\n\n" + body):
+        assert scan_text(text, "text") == [], name
+        assert stream(text, "text", sizes=(4, 1, 7)) is None, name
