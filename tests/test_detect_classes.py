@@ -228,3 +228,39 @@ def test_counter_templates_in_code_and_data_are_what_was_asked_for(name):
     for text in (_fenced("text", body), "Here you go:\n\n" + body):
         assert scan_text(text, "text") == [], name
         assert stream(text, "text", sizes=(4, 1, 7)) is None, name
+
+
+def test_a_table_that_keeps_drawing_rows_from_a_handful():
+    rng = random.Random(4)
+    rows = ["| Monday | Monday | Monday |", "| Saturday | Saturday | Monday |", "| Sunday | Rest |"]
+    head = "| Day | Week | Weekend |\n|---|---|---|\n| Tuesday | Wednesday | Friday |\n"
+    body = "".join(rng.choice(rows) + "\n" for _ in range(60))
+    hit = stream("Here is a table:\n\n" + head + body, "text")
+    assert hit is not None and hit.rule == "rows"
+    kept = ("Here is a table:\n\n" + head + body)[: hit.prune_offset]
+    # cut at the streak of repeated rows: the first rows of the loop stay, hardly more
+    assert len(kept.splitlines()) - 5 <= len(rows) + 2
+
+
+def test_a_real_table_with_distinct_rows_streams_untouched():
+    names = ["lock", "header", "frames", "tail", "backup", "undo", "marker", "title", "steps"]
+    table = "| part | reads | writes |\n|---|---|---|\n" + "".join(
+        f"| {name} {kind} | yes | no |\n" for kind in ("file", "cache", "log") for name in names
+    )
+    assert scan_text(table, "text") == []
+
+
+def test_list_items_whose_numbers_jump_about_are_not_an_enumeration():
+    rng = random.Random(5)
+    items = "".join(
+        f"   - **PEP {rng.randint(10, 60)} (Python {rng.randint(2, 4)}, 2021)**:\n"
+        for _ in range(60)
+    )
+    hit = stream("4. **Standard Library**:\n" + items, "text")
+    assert hit is not None and hit.rule == "counter"
+
+
+def test_a_numbered_list_of_nothing_but_numbers():
+    items = "".join(f"{n}. {n}. 1. {n}\n" for n in range(1, 70))
+    hit = stream("1. 成语：\n" + items, "text")
+    assert hit is not None and hit.rule == "counter"

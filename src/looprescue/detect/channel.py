@@ -10,6 +10,7 @@ from looprescue.detect.rules.lines import LinesRule
 from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
+from looprescue.detect.rules.rows import TableRowsRule
 from looprescue.detect.segment import Segmenter
 
 # Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
@@ -35,6 +36,7 @@ class ChannelDetector:
         self._pool = PoolRule(channel, cfg)
         self._lines = LinesRule(channel, cfg)
         self._echo = EchoRule(channel, cfg)
+        self._rows = TableRowsRule(channel)
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
@@ -43,6 +45,7 @@ class ChannelDetector:
             self._paragraph.on_line_start if self._paragraph else None,
             # a sentence with this many chars cannot normalise to a phrase (edges are short)
             long_sentence=4 * cfg.poolMaxPhraseChars + 64,
+            table=self._rows,
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
@@ -132,4 +135,5 @@ class ChannelDetector:
             self._echo.safe_offset(win),
             self._pool.safe_offset(tail, tail_start, end),
             self._lines.safe_offset(line_tail, line_start, end),
+            self._rows.safe_offset(line_tail, line_start, end),
         )

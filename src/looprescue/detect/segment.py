@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
+from typing import Protocol
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Hit
@@ -29,6 +30,13 @@ SentenceSink = Callable[[str, int, int], Hit | None]
 LineSink = Callable[[str, int, int], Hit | None]
 LineStartSink = Callable[[int], None]
 
+
+class TableSink(Protocol):
+    def on_row(self, row: str, start: int, end: int) -> Hit | None: ...
+
+    def end_table(self) -> None: ...
+
+
 # Units longer than this are judged by their length alone (never a phrase or a short line),
 # which keeps decisions independent of how much old text happens to be held.
 LONG_UNIT = 4096
@@ -42,12 +50,14 @@ class Segmenter:
         on_line: LineSink,
         on_line_start: LineStartSink | None,
         long_sentence: int = LONG_UNIT,
+        table: TableSink | None = None,
     ) -> None:
         # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
         self._structural = structural_text
         self._on_sentence = on_sentence
         self._on_line = on_line
         self._on_line_start = on_line_start
+        self._table = table
         self._long_sentence = min(long_sentence, LONG_UNIT)
         self.sentence_from = 0  # offset after the last sentence boundary
         self.line_from = 0  # offset after the last newline
@@ -123,9 +133,14 @@ class Segmenter:
         counted = kind not in (LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE) and not (
             self._structural and (self.in_fence or kind in _STRUCTURAL)
         )
+        start = line_from + len(raw_line) - len(raw_line.lstrip())
         if counted:
-            start = line_from + len(raw_line) - len(raw_line.lstrip())
             hit = self._on_line(line, start, end)
+        if self._table is not None:
+            if kind is LineKind.TABLE_ROW and line.endswith("|") and not self.in_fence:
+                hit = self._table.on_row(line, start, end) or hit
+            else:
+                self._table.end_table()
         if kind is LineKind.FENCE:
             self.in_fence = not self.in_fence
             self._fence_marks.append(end)

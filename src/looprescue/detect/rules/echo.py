@@ -53,8 +53,15 @@ class EchoRule:
 
     def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
         raw, base = win.raw, win.base
-        lo = max(self._scanned - _LONGEST, base)
-        for match in _TOKEN.finditer(raw, lo - base, cp - base):
+        lo = max(self._scanned - _LONGEST, base) - base
+        hi = cp - base
+        # every token starts with < or [: most text has neither, and a find is done in C
+        angle, bracket = raw.find("<", lo, hi), raw.find("[", lo, hi)
+        if angle < 0 and bracket < 0:
+            self._scanned = max(self._scanned, cp - _LONGEST)
+            return None
+        lo = min(p for p in (angle, bracket) if p >= 0)
+        for match in _TOKEN.finditer(raw, lo, hi):
             start = match.start() + base
             if start < self._scanned:
                 continue

@@ -70,6 +70,8 @@ MAX_OCCURRENCES = 8
 _SENTENCE_MARKS = ("。", "！", "？", ". ", "! ", "? ")
 # A sentence (or the rest of the text after the last sentence end), as the segmenter cuts them.
 _SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？\n]|[.!?](?=\s)|$)\s*")
+# Where a numbered item begins inside a line: "…，13. 从…", "… 4) Then…".
+_ITEM_START = re.compile(r"(?<![0-9])[0-9]{1,4}[.)、] ?(?=[^\s0-9])")
 _ENDS_SENTENCE = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
 # A counter template with at most this many letters is a chant of numbers, not an enumeration
 # anyone asked for (``t1t2t3``, ``1stu2stu``).
@@ -235,9 +237,11 @@ class PeriodicRule:
         cycle_ready = copies >= self.copies_needed(text, content) * more_copies or (
             copies >= cfg.cycleMinRepeats and raw_chars >= cfg.cycleMinChars * more_chars
         )
-        counter_need = self._counter_copies_needed(text, content, in_fence)
+        shape = self._counter_shape(text, content, in_fence)
         counter_ready = (
-            counter_need is not None and copies >= counter_need and raw_chars >= cfg.counterMinChars
+            shape is not None
+            and copies >= self._counter_copies_needed(text, shape)
+            and raw_chars >= cfg.counterMinChars
         )
         if not (cycle_ready or counter_ready):
             return None
@@ -248,8 +252,9 @@ class PeriodicRule:
             return None
         if (
             counter_ready
-            and changes <= cfg.counterMaxChangingNumbers
-            and (not is_table_row(text) or changes == 1)
+            and (changes <= cfg.counterMaxChangingNumbers or shape == "renumbered")
+            and (shape != "table" or changes == 1)
+            and (shape != "item" or self._not_an_enumeration(win, latest, unit, int(copies)))
         ):
             return self._hit(win, "counter", first, onset, unit, end, cp, text, in_fence)
         return None
@@ -267,23 +272,47 @@ class PeriodicRule:
             need = min(need, max(cfg.cycleMinRepeats, cfg.cycleBlockRepeats))
         return need
 
-    def _counter_copies_needed(self, unit: str, content: Content, in_fence: bool) -> float | None:
-        """Copies a counter loop of this unit needs, or None when its shape is an enumeration."""
-        cfg = self._cfg
+    def _counter_shape(self, unit: str, content: Content, in_fence: bool) -> str | None:
+        """Which kind of counter template the unit is, when its repetition can be a loop:
+        ``table`` (a row: a loop when only its row number changes), ``renumbered`` (a list
+        item whose content is gone: only its number, or only numbers), ``tiny`` (hardly any
+        text), ``block`` (several sentences or lines of prose), ``item`` (one line: a loop
+        only when its numbers do not count up, else it is an enumeration). None: code, data,
+        or what a user asks for."""
         if in_fence:
             return None
         if is_table_row(unit):
-            if content not in (Content.WORDS, Content.NUMERIC):
-                return None
-        elif content is not Content.WORDS:
+            return "table" if content in (Content.WORDS, Content.NUMERIC) else None
+        if _same_item_renumbered(unit):
+            return "renumbered"
+        if content is not Content.WORDS or looks_like_code(unit):
             return None
-        elif letters_in(unit) <= TINY_TEMPLATE_LETTERS:
+        if letters_in(unit) <= TINY_TEMPLATE_LETTERS:
+            return "tiny"
+        return "block" if units_in(unit) >= 2 else "item"
+
+    def _counter_copies_needed(self, unit: str, shape: str) -> float:
+        cfg = self._cfg
+        if shape == "tiny":
             return max(cfg.counterMinRepeats, cfg.cycleCharRepeats)
-        elif _same_item_renumbered(unit):
-            pass  # "12. Banana", "13. Banana": the list goes on but its content is gone
-        elif units_in(unit) < 2 or looks_like_code(unit):
-            return None  # one sentence per item (a numbered list, a log), or code
         return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS) + 1)
+
+    def _not_an_enumeration(self, win: TextWindow, latest: int, unit: int, copies: int) -> bool:
+        """A one-line counter template is an enumeration (what was asked for) when an index
+        counts up, unless it is a row of results whose result never changes (``7 x 12 = 12``).
+        Judged on the last few copies."""
+        texts = _copy_texts(win, latest, unit, min(copies, 6))
+        if len(texts) < 3:
+            return False  # too few copies to tell: an enumeration by default
+        results = [numbers_of(t.rsplit("=", 1)[1]) for t in texts if "=" in t]
+        if len(results) == len(texts) and results[0] and all(r == results[0] for r in results):
+            return True
+        rows = [[int(n) for n in numbers_of(t)] for t in texts]
+        for position in range(min(len(row) for row in rows)):
+            steps = {rows[k + 1][position] - rows[k][position] for k in range(len(rows) - 1)}
+            if len(steps) == 1 and steps.pop() > 0:
+                return False  # an index: it counts up by one step
+        return True
 
     def _phrase_batch(self, unit: str, copies: float) -> bool:
         """Whether the unit is a handful of short phrases the pool rule would count
@@ -450,9 +479,18 @@ class PeriodicRule:
 
 
 def _same_item_renumbered(unit: str) -> bool:
-    """One numbered list item whose only number is its list number."""
+    """One numbered list item whose content is gone: no number but its list number (``12.
+    Banana``), or nothing but numbers (``12. 12. 1. 12``)."""
     body = numbered_item_body(unit)
-    return body is not None and "\n" not in body.strip() and not numbers_of(body)
+    if body is None or "\n" in body.strip():
+        return False
+    return not numbers_of(body) or letters_in(body) == 0
+
+
+def _copy_texts(win: TextWindow, latest: int, unit: int, copies: int) -> list[str]:
+    """Raw text of the last ``copies`` copies still held, oldest first."""
+    starts = [latest - k * unit for k in range(copies - 1, -1, -1)]
+    return [win.slice(win.raw_of(s), win.raw_of(s + unit)) for s in starts if s >= win.fbase]
 
 
 def _line_numbers(text: str) -> list[list[str]]:
@@ -512,6 +550,11 @@ def _natural_start(win: TextWindow, first: int, unit: int, end: int) -> int:
             while line < c_hi - 1 and raw[line] == "\n":
                 line += 1  # a blank line is not where a copy begins
             return first + (win.folded_of(line + base) - copy)
+    for copy, stop in layouts:
+        c_lo, c_hi = win.raw_of(copy) - base, stop - base
+        item = _ITEM_START.search(raw, c_lo, c_hi - 1)
+        if item is not None:  # items of a numbered list run on one line
+            return first + (win.folded_of(item.start() + base) - copy)
     if _after_sentence_end(raw, lo):
         return first
     for copy, stop in layouts:
