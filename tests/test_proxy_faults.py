@@ -4,6 +4,7 @@ client disconnects, failed resumes; plus pass-through, filters and per-conversat
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,8 +63,14 @@ def reasoning_loop() -> dict[str, Any]:
 
 
 def assert_pool_idle(proxy: Any) -> None:
-    """No upstream connection of the proxy is still busy (nothing leaked)."""
-    assert proxy.app.state.proxy.transport.busy_connections() == 0
+    """No upstream connection of the proxy is still busy (nothing leaked) once the responses
+    that just ended have handed their connections back (which they do after the client's
+    last byte)."""
+    transport = proxy.app.state.proxy.transport
+    deadline = time.monotonic() + 5
+    while transport.busy_connections() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert transport.busy_connections() == 0
 
 
 # --------------------------------------------------------------------------- HTTP errors
@@ -85,6 +92,18 @@ def test_upstream_http_errors_pass_through(upstream: ScriptedUpstream, status: i
     assert native.headers["request-id"].startswith("scripted-req-")
     assert compat.status_code == status and "error" in compat.json()
     assert compat.headers["retry-after"] == "2"
+
+
+def test_streamed_responses_reuse_their_upstream_connection(upstream: ScriptedUpstream) -> None:
+    for _ in range(3):
+        upstream.enqueue(ScriptedResponse(reasoning="Thinking.", text="An answer."))
+    with serve(upstream) as proxy:
+        for _ in range(3):
+            got = stream_anthropic(proxy)
+            assert got["text"] == "An answer."
+        assert_pool_idle(proxy)
+    peers = {r.peer for r in upstream.agent_requests()}
+    assert len(upstream.agent_requests()) == 3 and len(peers) == 1, peers
 
 
 def test_sdk_sees_rate_limit_from_upstream(upstream: ScriptedUpstream) -> None:

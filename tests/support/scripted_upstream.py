@@ -183,6 +183,8 @@ class RecordedRequest:
     finished_at: float | None = None
     # time.monotonic() just before each SSE event was written (system-wide clock on Linux).
     event_times: list[float] = field(default_factory=list)
+    # the client's address and port: requests sharing it came over one (reused) connection
+    peer: str = ""
 
     @property
     def client_disconnected(self) -> bool:
@@ -827,6 +829,7 @@ class ScriptedUpstream:
                 protocol=protocol,
                 purpose=_purpose_of(protocol, headers, body),
                 stream=bool(isinstance(body, Mapping) and body.get("stream")),
+                peer=f"{request.client.host}:{request.client.port}" if request.client else "",
             )
             self._requests.append(recorded)
         return recorded

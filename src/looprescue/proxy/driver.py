@@ -11,6 +11,7 @@ exchange ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +26,9 @@ from .upstream import Transport, UpstreamError, UpstreamResponse
 
 KEEPALIVE_SECONDS = 15.0
 # After the end-of-message event, read at most this much more of a response (its last chunk
-# terminator) so its connection can be reused; a longer tail closes the connection instead.
+# terminator), this long, so its connection can be reused; else the connection is closed.
 DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 1.0
 
 
 @dataclass
@@ -71,28 +73,34 @@ class ExchangeDriver:
         return response
 
     async def release(self, response: UpstreamResponse) -> None:
-        """Done with ``response``: drain its short tail when the message ended (so the
-        connection is reused), then close it."""
-        if self.exchange.done and response in self._open:
-            try:
-                tail = 0
-                while tail <= DRAIN_BYTES and (
-                    chunk := await asyncio.wait_for(response.next_chunk(), 1.0)
-                ):
-                    tail += len(chunk)
-            except (UpstreamError, asyncio.TimeoutError):
-                pass
-        await self._close(response)
+        """Done reading ``response``. When the message ended it stays open for
+        :meth:`aclose` to drain its short tail (so its connection is reused) after the client
+        got everything; otherwise it is closed now."""
+        if not self.exchange.done:
+            await self._close(response)
 
     async def _close(self, response: UpstreamResponse) -> None:
         if response in self._open:
             self._open.remove(response)
         await response.aclose()
 
+    async def _drain(self, response: UpstreamResponse) -> None:
+        with contextlib.suppress(UpstreamError, asyncio.TimeoutError):
+            tail = 0
+            while tail <= DRAIN_BYTES:
+                chunk = await asyncio.wait_for(response.next_chunk(), DRAIN_SECONDS)
+                if not chunk:
+                    break
+                tail += len(chunk)
+
     async def aclose(self) -> None:
-        """Close every upstream response still open (idempotent)."""
+        """Close every upstream response still open (idempotent); one whose message ended is
+        drained first, so its connection goes back to the pool."""
         while self._open:
-            await self._open.pop().aclose()
+            response = self._open.pop()
+            if self.exchange.done:
+                await self._drain(response)
+            await response.aclose()
 
     # ------------------------------------------------------------------ streaming
 

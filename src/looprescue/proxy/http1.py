@@ -91,6 +91,7 @@ class Http1Response:
         self._waiter: asyncio.Future[None] | None = None
         self._head_done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._complete = False
+        self._keep_alive = False
         self._error: UpstreamError | None = None
         self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
         self._paused = False
@@ -131,6 +132,8 @@ class Http1Response:
 
     def on_message_complete(self) -> None:
         self._complete = True
+        # asked here: the parser forgets the message's connection flags once it is over
+        self._keep_alive = self._parser.should_keep_alive()
 
     # ----- fed by the connection
 
@@ -246,7 +249,7 @@ class Http1Response:
         if connection.response is not self:
             return
         connection.response = None
-        reusable = not self._head and self._parser.should_keep_alive()
+        reusable = not self._head and self._keep_alive
         if self._complete and self._error is None and reusable:
             self.pool.release(connection)
         else:
