@@ -6,7 +6,9 @@ the byte relay (``proxy_fixtures.serve_byte_relay``: bytes copied both ways, unp
 never fires nor holds (the proxy's own cost without the detector's). The CPU time of the
 target process (user + system, from /proc) over a run, divided by the upstream chunks it
 relayed, is the figure; ratios are against the relay. Targets alternate within each round; the
-figure is the median over rounds. Every stream's text is checked to arrive complete.
+figure is the median over rounds. Every stream's text is checked to arrive complete. The last
+target relays the stream untouched through the same server (no model matches): the cost of
+the HTTP stack alone.
 """
 
 from __future__ import annotations
@@ -98,6 +100,9 @@ def targets(upstream_url: str, upstream_port: int) -> dict[str, Callable[[], Chi
         "proxy rescue, no-op detector": lambda: proxy_process(
             upstream_url, "rescue", noop_detector=True
         ),
+        # the same server relaying the stream untouched (no model matches): the floor of the
+        # HTTP stack (uvicorn + Starlette + the upstream client) without any parsing
+        "proxy relay path": lambda: proxy_process(upstream_url, "rescue", "--set", "models=[none]"),
     }
 
 
