@@ -32,7 +32,7 @@ from . import jsonfast
 from .sse import SSEError, SSEParser
 from .wire import Malformed, Wire
 
-_ACTIONS = (AuditRecord, CloseUpstream, SendRequest, SaveConversation)
+_ACTIONS = frozenset({AuditRecord, CloseUpstream, SendRequest, SaveConversation})
 
 
 @dataclass(slots=True)
@@ -174,7 +174,7 @@ class Exchange:
             step = Step()
         client = b""
         for item in outputs:
-            if not isinstance(item, _ACTIONS):
+            if type(item) not in _ACTIONS:
                 if self._encoder is not None:
                     client += self._encoder.encode(item)
                 else:

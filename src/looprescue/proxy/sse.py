@@ -79,6 +79,8 @@ class SSEParser:
         return bool(self._buffer) or self._has_data or self._event is not None
 
     def _consume(self, text: str) -> list[SSEEvent]:
+        if not self._pending_cr and "\r" not in text:
+            return self._consume_lf(text)
         events: list[SSEEvent] = []
         if self._pending_cr and text.startswith("\n"):
             text = text[1:]  # the \n of a \r\n split across chunks
@@ -109,6 +111,29 @@ class SSEParser:
             raise SSEError(
                 f"line longer than {self._max_line} chars in frame {self._dispatched + 1}"
             )
+        return events
+
+    def _consume_lf(self, text: str) -> list[SSEEvent]:
+        """The common case, lines ended by LF only: one split, the usual fields inline."""
+        *lines, rest = (self._buffer + text).split("\n")
+        self._buffer = rest
+        if len(rest) > self._max_line:
+            raise SSEError(
+                f"line longer than {self._max_line} chars in frame {self._dispatched + 1}"
+            )
+        events: list[SSEEvent] = []
+        for line in lines:
+            if not line:
+                event = self._dispatch()
+                if event is not None:
+                    events.append(event)
+            elif line.startswith("data:"):
+                self._data.append(line[6:] if line.startswith("data: ") else line[5:])
+                self._has_data = True
+            elif line.startswith("event:"):
+                self._event = line[7:] if line.startswith("event: ") else line[6:]
+            else:
+                self._line(line)
         return events
 
     def _line(self, line: str) -> SSEEvent | None:

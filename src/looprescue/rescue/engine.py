@@ -372,7 +372,7 @@ class RescueEngine:
             not self._acting or not watched or attempt.detector.safe_offset(channel) >= end
         ):
             # nothing held before it and nothing of it suspicious: straight to the client
-            return self._emit_text(Released(index, channel, text))
+            return self._emit_text(index, channel, text)
         queue.push_text(index, channel, start, text)
         if not self._acting:
             return self._release(None)
@@ -428,21 +428,21 @@ class RescueEngine:
         out: list[EngineOutput] = []
         for item in self._attempt.queue.release(safe_offset):
             if type(item) is Released:
-                out += self._emit_text(item)
+                out += self._emit_text(item.up_index, item.channel, item.text)
             else:
                 out += self._emit_event(item)  # type: ignore[arg-type]
         return out
 
-    def _emit_text(self, piece: Released) -> list[EngineOutput]:
+    def _emit_text(self, up_index: int, channel: Channel, text: str) -> list[EngineOutput]:
         attempt = self._attempt
-        text = piece.text
-        index, out = self._blocks.opened(attempt.blocks[piece.up_index])
-        attempt.released[piece.channel] += len(text)
-        self.stats.released_chars += len(text)
-        self._visible[piece.channel].append(text)
-        self._visible_chars[piece.channel] += len(text)
+        index, out = self._blocks.opened(attempt.blocks[up_index])
+        size = len(text)
+        attempt.released[channel] += size
+        self.stats.released_chars += size
+        self._visible[channel].append(text)
+        self._visible_chars[channel] += size
         self._blocks.sent(index, text)
-        out.append(EmitDelta(index, piece.channel, text))
+        out.append(EmitDelta(index, channel, text))
         return out
 
     def _emit_event(self, event: UpstreamEvent) -> list[EngineOutput]:
@@ -509,7 +509,7 @@ class RescueEngine:
         attempt.pruned[up_index] = attempt.pruned.get(up_index, 0) + len(loop_text)
         for item in attempt.queue.drain_keeping(channel, point.keep_to):
             if type(item) is Released:
-                out += self._emit_text(item)
+                out += self._emit_text(item.up_index, item.channel, item.text)
             else:
                 out += self._emit_event(item)  # type: ignore[arg-type]
         if channel == "reasoning":
