@@ -9,6 +9,7 @@ raises. Non-streaming bodies get a JSON answer (200 or a protocol-shaped 502).
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -157,7 +158,8 @@ def mutate(rng: Any, event: Any) -> None:
     walk(event)
     if paths:
         container, key = rng.choice(paths)
-        container[key] = rng.choice([*JUNK, float("inf"), float("nan")])
+        # a fresh copy: a junk list shared between two places could end up inside itself
+        container[key] = copy.deepcopy(rng.choice([*JUNK, float("inf"), float("nan")]))
 
 
 def frame(draw: Any, event: Any, named: bool) -> bytes:
