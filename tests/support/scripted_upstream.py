@@ -643,7 +643,9 @@ class ScriptedUpstream:
         answer_titles: bool = True,
         default_text: str = "Done.",
         graceful_shutdown_seconds: float = 3.0,
+        tls: tuple[str, str] | None = None,
     ) -> None:
+        """``tls``: (certificate file, key file) to serve HTTPS instead of HTTP."""
         self._lock = threading.Lock()
         self._queue: list[ScriptedResponse] = list(script)
         self._rules: list[tuple[Callable[[RecordedRequest], bool], Rule, str]] = []
@@ -652,6 +654,7 @@ class ScriptedUpstream:
         self._stopping = threading.Event()
         self.default_text = default_text
         self._graceful = graceful_shutdown_seconds
+        self._tls = tls
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._port: int | None = None
@@ -726,7 +729,7 @@ class ScriptedUpstream:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self._tls else 'http'}://127.0.0.1:{self.port}"
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -747,6 +750,8 @@ class ScriptedUpstream:
             lifespan="off",
             timeout_graceful_shutdown=self._graceful,
             backlog=4096,
+            ssl_certfile=self._tls[0] if self._tls else None,
+            ssl_keyfile=self._tls[1] if self._tls else None,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -263,12 +263,13 @@ class Http1Response:
 class Http1Transport:
     """Pooled upstream connections (see ``upstream.Transport``)."""
 
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(self, config: ProxyConfig, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: how HTTPS upstreams are verified (default: the system's CAs)."""
         self._idle_ms = config.upstreamIdleTimeoutMs
         self._connect_s = config.connectTimeoutMs / 1000
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._all: set[_Connection] = set()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context
         self._sweep: asyncio.TimerHandle | None = None
 
     def _ssl_context(self) -> ssl.SSLContext:
