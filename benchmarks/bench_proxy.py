@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.proxy_fixtures import Child, proxy_process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = (1, 50, 200)
@@ -120,59 +121,6 @@ class UpstreamProcess:
         if self.process.poll() is None:
             self.process.stdin.write("quit\n")
             self.process.stdin.flush()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-# --------------------------------------------------------------------------- proxy process
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class ProxyProcess:
-    """``looprescue proxy`` in front of the upstream, on its own port."""
-
-    def __init__(self, upstream_url: str, mode: str) -> None:
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        command = [
-            sys.executable,
-            "-c",
-            "from looprescue.cli import main; main()",
-            "proxy",
-            "--upstream",
-            upstream_url,
-            "--port",
-            str(self.port),
-            "--mode",
-            mode,
-        ]
-        self.process = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"proxy exited early:\n{self.process.stderr.read()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError("proxy did not start listening within 60 s") from None
-                time.sleep(0.05)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
             try:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -360,11 +308,11 @@ def _row(streams: int, target: str, figures: Figures, baseline: Figures | None) 
 def main() -> None:
     _assert_text_is_healthy()
     upstream = UpstreamProcess()
-    proxies: list[ProxyProcess] = []
+    proxies: list[Child] = []
     try:
         targets = {"direct": upstream.port}
         for mode in PROXY_MODES:
-            proxies.append(ProxyProcess(upstream.base_url, mode))
+            proxies.append(proxy_process(upstream.base_url, mode))
             targets[f"proxy {mode}"] = proxies[-1].port
         for target, port in targets.items():  # warm up imports, caches, the proxy's pool
             _measure(upstream, port, target, 4, 0)
