@@ -110,11 +110,11 @@ TOLERATED = {
     ),
     "delta text a number": (
         "a_reasoning_loop", 17, unpacked_delta(index=0, text=5),
-        "data.stream[1].chunk.text must be a string, got a number",
+        "data.stream[1].chunk.text must be a string, got an integer",
     ),
     "packed delta text a number": (
         "a_reasoning_loop", 17, lambda e: stream(1)(e)["texts"].__setitem__(3, 5),
-        "data.stream[1].texts[3] must be a string, got a number",
+        "data.stream[1].texts[3] must be a string, got an integer",
     ),
     "block-end without block": (
         "a_reasoning_loop", 17, lambda e: stream(2)(e)["chunk"].pop("block"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import zstandard
 
@@ -33,8 +34,7 @@ _FIRST_PIECE = 16 << 10
 _MAX_PIECE = 4 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(NamedTuple):
     """One line without its newline.
 
     ``offset`` is the byte offset of the line in the decoded text (for a plain file, in the

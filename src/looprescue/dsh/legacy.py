@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import ValidationError
-
 from looprescue.dsh.envelope import EnvelopeProblem
 from looprescue.dsh.stream import PACKED_ROW_TYPES, expand_row
-from looprescue.dsh.views import StreamEntry, field_problem
+from looprescue.dsh.views import FieldProblem, StreamEntry, convert
 
 PACKED_ROW_KEYS = frozenset({"type", "seq0", "time0", "data"})
 
@@ -38,9 +36,8 @@ def expand_packed_row(row: dict, expected_seq: int) -> Iterator[dict]:
         raise EnvelopeProblem(f"packed {row['type']} row (seq0 {seq0}) has no data object")
     inner = {**data, "type": row["type"], "time0": row.get("time0")}
     try:
-        StreamEntry.model_validate(inner)
-    except ValidationError as err:
-        problem = field_problem(err)
+        convert(inner, StreamEntry)
+    except FieldProblem as problem:
         raise EnvelopeProblem(f"packed row seq0 {seq0}: {problem}") from None
     for k, (time, chunk) in enumerate(expand_row(inner)):
         yield {

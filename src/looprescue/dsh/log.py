@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from looprescue.dsh.decoder import Line
 from looprescue.dsh.errors import SessionFormatError, TornTailError
-from looprescue.dsh.lines import detect_encoding, iter_lines
+from looprescue.dsh.lines import decode_file, detect_encoding, iter_lines
 from looprescue.dsh.records import Record, RecordReader, Warnings
 
 # File name -> the header version DSH writes under that name.
@@ -66,10 +67,11 @@ class SessionLog:
         self.torn_tail = None
         self.last_seq = None
         try:
-            for line in iter_lines(self.path, self.encoding):
-                for record in reader.feed(line):
-                    self.last_seq = reader.last_seq
-                    yield record
+            for item in decode_file(self.path, self.encoding):
+                if type(item) is Line:
+                    for record in reader.feed(item):
+                        self.last_seq = reader.last_seq
+                        yield record
             if reader.header is None:
                 raise SessionFormatError("empty file: no session header", path=self.path, line=1)
         except TornTailError as err:

@@ -8,9 +8,8 @@ line, field and the last good seq; what DSH would tolerate becomes a warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from looprescue.dsh.decoder import Line
 from looprescue.dsh.envelope import EnvelopeProblem, check_envelope, check_header, parse_json_line
@@ -21,8 +20,7 @@ from looprescue.dsh.views import FieldProblem, view_event
 MAX_WARNINGS = 50  # kept per pass; the rest are only counted
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One event, the line it came from (legacy packed rows give several records per line)
     and its typed view (None for an event type looprescue does not read). ``skipped``: a
     log-only event with a bad field, warned about; readers of facts leave it out."""
@@ -88,14 +86,17 @@ class RecordReader:
                 self.version = check_header(value, self.expected_version)
                 self.header = value
                 return []
-            if self.is_legacy and is_packed_row(value):
+            legacy = self.version == 0
+            if legacy and is_packed_row(value):
                 events = list(expand_packed_row(value, self._expected_seq))
             else:
-                for warning in check_envelope(
-                    value, self._expected_seq, strict_surface=not self.is_legacy
-                ):
+                warnings = check_envelope(value, self._expected_seq, strict_surface=not legacy)
+                for warning in warnings:
                     self.warnings.add(f"{_where(line)}: {warning}")
-                events = [value]
+                record = self._view(value, line)  # the common case: one event per line
+                self._expected_seq = value["seq"] + 1
+                self.last_seq = value["seq"]
+                return [record]
         except EnvelopeProblem as problem:
             raise self.error(str(problem), line) from None
         records = []

@@ -21,12 +21,12 @@ Event types without a family here are not read by looprescue, so their fields ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+import msgspec
 
 TEXT_BLOCK_TYPES = ("reasoning", "text")
 TEXT_DELTA_TYPES = {"reasoning-delta": "reasoning", "text-delta": "text"}
@@ -49,17 +49,12 @@ class FieldProblem(ValueError):
         super().__init__(f"{field}{sep}{problem}")
 
 
-def _shape(message: str, **context: Any) -> PydanticCustomError:
-    return PydanticCustomError("shape", message, context)
+class _View(msgspec.Struct, frozen=True):
+    """A checked, read-only snapshot of one JSON object (unknown keys are DSH's business and
+    are ignored). Converted with ``strict=True``: a "1" is not an int, a bool not a number."""
 
 
-class _View(BaseModel):
-    # strict: no coercion (a "1" is not an int, a bool is not a number); unknown keys are
-    # DSH's business and are ignored; frozen: a view is a checked snapshot.
-    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
-
-
-class Block(_View):
+class Block(_View, frozen=True):
     """A content block (FORMAT.md §5.2); legacy logs nest ``tool-result`` blocks."""
 
     type: str
@@ -71,16 +66,14 @@ class Block(_View):
     isError: bool | None = None
     content: list[Block] | str | None = None
 
-    @model_validator(mode="after")
-    def _fields_of_its_type(self) -> Block:
+    def __post_init__(self) -> None:
         if self.type in TEXT_BLOCK_TYPES and self.text is None:
-            raise _shape("a {kind} block needs a string 'text'", kind=self.type)
+            raise ValueError(f"a {self.type} block needs a string 'text'")
         if self.type == "tool-call" and (self.id is None or self.name is None):
-            raise _shape("a tool-call block needs a string 'id' and 'name'")
-        return self
+            raise ValueError("a tool-call block needs a string 'id' and 'name'")
 
 
-class Chunk(_View):
+class Chunk(_View, frozen=True):
     """One stream chunk (FORMAT.md §6.5); usage, reason and replayState stay opaque."""
 
     type: str
@@ -93,20 +86,18 @@ class Chunk(_View):
     block: Block | None = None
     replayState: Any = None
 
-    @model_validator(mode="after")
-    def _fields_of_its_type(self) -> Chunk:
+    def __post_init__(self) -> None:
         if self.type in _INDEXED_CHUNKS and self.index is None:
-            raise _shape("a {kind} chunk needs an integer 'index'", kind=self.type)
+            raise ValueError(f"a {self.type} chunk needs an integer 'index'")
         if self.type in TEXT_DELTA_TYPES and self.text is None:
-            raise _shape("a {kind} chunk needs a string 'text'", kind=self.type)
+            raise ValueError(f"a {self.type} chunk needs a string 'text'")
         if self.type == "tool-call-delta" and self.argumentsDelta is None:
-            raise _shape("a tool-call-delta chunk needs a string 'argumentsDelta'")
+            raise ValueError("a tool-call-delta chunk needs a string 'argumentsDelta'")
         if self.type == "block-end" and self.block is None:
-            raise _shape("a block-end chunk needs the assembled 'block'")
-        return self
+            raise ValueError("a block-end chunk needs the assembled 'block'")
 
 
-class StreamEntry(_View):
+class StreamEntry(_View, frozen=True):
     """An entry of ``data.stream``: a timed chunk, or a packed run of deltas."""
 
     type: str
@@ -120,35 +111,28 @@ class StreamEntry(_View):
     id: str | None = None
     name: str | None = None
 
-    @model_validator(mode="after")
-    def _fields_of_its_type(self) -> StreamEntry:
-        if self.type == "chunk":
+    def __post_init__(self) -> None:
+        kind = self.type
+        if kind == "chunk":
             if self.time is None or self.chunk is None:
-                raise _shape("a chunk entry needs a numeric 'time' and a 'chunk' object")
-            return self
-        if self.type not in PACKED_ROW_TYPES:
-            raise _shape("unknown stream entry type {kind!r}", kind=self.type)
-        key = "args" if self.type == "tool-call-chunks" else "texts"
+                raise ValueError("a chunk entry needs a numeric 'time' and a 'chunk' object")
+            return
+        if kind not in PACKED_ROW_TYPES:
+            raise ValueError(f"unknown stream entry type {kind!r}")
+        key = "args" if kind == "tool-call-chunks" else "texts"
         members = self.args if key == "args" else self.texts
         if members is None:
-            raise _shape("a {kind} row needs a list of strings in {key!r}", kind=self.type, key=key)
+            raise ValueError(f"a {kind} row needs a list of strings in {key!r}")
         if self.time0 is None or self.index is None:
-            raise _shape(
-                "a {kind} row needs a numeric 'time0' and an integer 'index'", kind=self.type
-            )
+            raise ValueError(f"a {kind} row needs a numeric 'time0' and an integer 'index'")
         expected = max(len(members) - 1, 0)
         if self.dt is None or len(self.dt) != expected:
             got = "no" if self.dt is None else len(self.dt)
-            raise _shape(
-                "a {kind} row has {n} members but {got} time gaps (expected {expected})",
-                kind=self.type,
-                n=len(members),
-                got=got,
-                expected=expected,
+            raise ValueError(
+                f"a {kind} row has {len(members)} members but {got} time gaps (expected {expected})"
             )
-        if self.type == "tool-call-chunks" and self.id is None:
-            raise _shape("a tool-call-chunks row needs a string call 'id'")
-        return self
+        if kind == "tool-call-chunks" and self.id is None:
+            raise ValueError("a tool-call-chunks row needs a string call 'id'")
 
     @property
     def members(self) -> list[str]:
@@ -176,31 +160,31 @@ def text_deltas(stream: list[StreamEntry]) -> Iterator[tuple[str, int, str]]:
 # -- event data --------------------------------------------------------------------------------
 
 
-class TurnStart(_View):
+class TurnStart(_View, frozen=True):
     turn: int
 
 
-class TurnEndReason(_View):
+class TurnEndReason(_View, frozen=True):
     kind: str
 
 
-class TurnEnd(_View):
+class TurnEnd(_View, frozen=True):
     turn: int
     reason: TurnEndReason | None = None
 
 
-class Step(_View):
+class Step(_View, frozen=True):
     turn: int
     step: int
 
 
-class Source(_View):
+class Source(_View, frozen=True):
     kind: str | None = None
     callId: str | None = None
     replayState: Any = None
 
 
-class Message(_View):
+class Message(_View, frozen=True):
     """A message object (FORMAT.md §5.1); the content of a user message may be a string."""
 
     content: list[Block] | str
@@ -209,20 +193,20 @@ class Message(_View):
     source: Source | None = None
 
 
-class SystemMessage(_View):
+class SystemMessage(_View, frozen=True):
+    message: Message
     turn: int | None = None
     step: int | None = None
-    message: Message
 
 
-class ModelMessage(_View):
+class ModelMessage(_View, frozen=True):
     content: list[Block]
     role: str | None = None
     id: str | None = None
     source: Source | None = None
 
 
-class AssistantMessage(_View):
+class AssistantMessage(_View, frozen=True):
     """``assistant/message`` data; the legacy pre-identity shape has ``content`` directly.
     ``stream`` is None when absent, or when it was unreadable (a warning says so)."""
 
@@ -232,11 +216,9 @@ class AssistantMessage(_View):
     content: list[Block] | None = None
     stream: list[StreamEntry] | None = None
 
-    @model_validator(mode="after")
-    def _has_content(self) -> AssistantMessage:
+    def __post_init__(self) -> None:
         if self.message is None and self.content is None:
-            raise _shape("an assistant message needs 'message' (or a legacy 'content' list)")
-        return self
+            raise ValueError("an assistant message needs 'message' (or a legacy 'content' list)")
 
     @property
     def blocks(self) -> list[Block]:
@@ -245,33 +227,33 @@ class AssistantMessage(_View):
         return self.content or []
 
 
-class Attempt(_View):
+class Attempt(_View, frozen=True):
     turn: int | None = None
     step: int | None = None
-    stream: list[StreamEntry] = []
+    stream: list[StreamEntry] = msgspec.field(default_factory=list)
 
 
-class ToolCall(_View):
-    turn: int | None = None
-    step: int | None = None
+class ToolCall(_View, frozen=True):
     callId: str
     name: str
     arguments: str | None = None
+    turn: int | None = None
+    step: int | None = None
 
 
-class ToolError(_View):
+class ToolError(_View, frozen=True):
     name: str | None = None
     code: str | None = None
 
 
-class ToolMessage(_View):
+class ToolMessage(_View, frozen=True):
     toolCallId: str | None = None
     source: Source | None = None
     content: list[Block] | str | None = None
     isError: bool | None = None
 
 
-class ToolResult(_View):
+class ToolResult(_View, frozen=True):
     """``tool/result`` data: v4 (``message`` with ``toolCallId``), rc.8 (a ``user`` message
     with a nested ``tool-result`` block) or pre-identity (``callId`` beside the content)."""
 
@@ -318,33 +300,33 @@ class ToolResult(_View):
         return self.message.content if self.message is not None else self.content
 
 
-class SessionTitle(_View):
+class SessionTitle(_View, frozen=True):
     title: str
 
 
-class JobCall(_View):
+class JobCall(_View, frozen=True):
     callId: str | None = None
 
 
-class JobSettled(_View):
+class JobSettled(_View, frozen=True):
     status: str | None = None
     detail: str | None = None
     toolCall: JobCall | None = None
 
 
-class Retry(_View):
+class Retry(_View, frozen=True):
     turn: int | None = None
     step: int | None = None
 
 
-class RequestHeader(_View):
+class RequestHeader(_View, frozen=True):
     header: dict[str, Any] | None = None
 
 
-class LegacyChunk(_View):
+class LegacyChunk(_View, frozen=True):
+    chunk: Chunk
     turn: int | None = None
     step: int | None = None
-    chunk: Chunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,8 +354,7 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Viewed:
+class Viewed(NamedTuple):
     """The view of one event (None: no family, or skipped) and what was wrong, if anything:
     ``problem`` is set for a skipped event or a left-out stream, with ``fatal`` telling
     whether it is a format error."""
@@ -388,77 +369,56 @@ def view_event(event_type: str, data: Any) -> Viewed:
     family = FAMILIES.get(event_type)
     if family is None:
         return Viewed(None)
-    if not isinstance(data, dict):
-        problem = FieldProblem("data", f"must be an object, got {_kind_of(data)}")
-        return Viewed(None, problem, family.strict)
     try:
-        return Viewed(family.model.model_validate(data))
-    except ValidationError as err:
-        problem = field_problem(err)
-    if family.model is AssistantMessage and problem.field.startswith("data.stream"):
-        # The stream is log-only: keep the message (DSH replays its content), drop the stream.
-        try:
-            view = AssistantMessage.model_validate({**data, "stream": None})
-        except ValidationError as err:
-            return Viewed(None, field_problem(err), True)
-        return Viewed(view, problem, False)
-    return Viewed(None, problem, family.strict)
+        return Viewed(convert(data, family.model))
+    except FieldProblem as problem:
+        if family.model is not AssistantMessage or not problem.field.startswith("data.stream"):
+            return Viewed(None, problem, family.strict)
+        stream_problem = problem
+    # The stream is log-only: keep the message (DSH replays its content), leave the stream out.
+    try:
+        view = convert({**data, "stream": None}, AssistantMessage)
+    except FieldProblem as problem:
+        return Viewed(None, problem, True)
+    return Viewed(view, stream_problem, False)
 
 
-_EXPECTED = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "float_type": "a number",
-    "bool_type": "a boolean",
-    "list_type": "a list",
-    "tuple_type": "a list",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
+def convert(value: Any, view: type[_View]) -> Any:
+    """``value`` (the ``data`` of an event, parsed JSON) as a checked ``view``; raises
+    FieldProblem naming the field."""
+    try:
+        return msgspec.convert(value, view, strict=True)
+    except msgspec.ValidationError as err:
+        raise field_problem(err) from None
+
+
+_NAMES = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
 }
-_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "none", "list", "dict", "tuple"})
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_TYPE = re.compile(r"^Expected `(?P<want>[^`]+)`, got `(?P<got>[^`]+)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`$")
 
 
-def field_problem(err: ValidationError) -> FieldProblem:
-    """The most specific error as ``FieldProblem``; alternatives of a union are merged."""
-    by_path: dict[str, list[dict]] = {}
-    for item in err.errors(include_url=False):
-        by_path.setdefault(_path(item["loc"]), []).append(item)
-    path = max(by_path, key=lambda p: (p.count(".") + p.count("["), -list(by_path).index(p)))
-    items = by_path[path]
-    expected = [_EXPECTED[i["type"]] for i in items if i["type"] in _EXPECTED]
-    first = items[0]
-    if first["type"] == "missing":
-        return FieldProblem(path, "is missing")
-    if expected and len(expected) == len(items):
-        wanted = " or ".join(dict.fromkeys(expected))
-        return FieldProblem(path, f"must be {wanted}, got {_kind_of(first['input'])}")
-    return FieldProblem(path, first["msg"])
-
-
-def _path(loc: tuple) -> str:
-    text = "data"
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part in _TYPE_TAGS or not part[:1].islower() or "[" in part:
-            continue  # a union alternative's name, not a field
-        else:
-            text += f".{part}"
-    return text
-
-
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+def field_problem(err: msgspec.ValidationError) -> FieldProblem:
+    """msgspec's ``Expected `str`, got `array` - at `$.message.content[0].type``` as
+    ``data.message.content[0].type must be a string, got a list``."""
+    match = _AT.match(str(err))
+    what, path = (match["what"], match["path"] or "") if match else (str(err), "")
+    field = "data" + path
+    if typed := _TYPE.match(what):
+        names = [_NAMES.get(n.strip(), n.strip()) for n in typed["want"].split("|")]
+        # an optional field may be null, but "must be a string" says what it is for
+        wanted = " or ".join(n for n in names if n != "null" or len(names) == 1)
+        return FieldProblem(
+            field, f"must be {wanted}, got {_NAMES.get(typed['got'], typed['got'])}"
+        )
+    if missing := _MISSING.match(what):
+        return FieldProblem(f"{field}.{missing['name']}", "is missing")
+    return FieldProblem(field, what)
