@@ -277,3 +277,23 @@ def test_what_a_dry_run_plans_the_real_clean_writes(tmp_path, layout):
     assert message(log, 17) != message(fixture_log("a_reasoning_loop"), 17)
     before, after = lines_of(fixture_log("a_reasoning_loop")), lines_of(log)
     assert [n for n, (x, y) in enumerate(zip(before, after, strict=True)) if x != y] == [18]
+
+
+def test_skippable_frames_are_kept_by_clean_and_repair(tmp_path):
+    import struct
+
+    skippable = struct.pack("<II", 0x184D2A50, 5) + b"other"
+    data = tmp_path / "sessions"
+    log = install_session(data, "a_reasoning_loop")
+    log.write_bytes(skippable + log.read_bytes() + skippable)
+    assert clean(log, "--data", data, "--yes").exit_code == 0
+    cleaned = log.read_bytes()
+    assert cleaned.startswith(skippable) and cleaned.endswith(skippable)
+    assert message(log, 17) != message(fixture_log("a_reasoning_loop"), 17)
+    log.write_bytes(cleaned[: -len(skippable) - 5])  # now the last data frame is torn
+    result = runner.invoke(app, ["repair", str(log), "--data", str(data), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert log.read_bytes().startswith(skippable)
+    events = list(open_log(log).events())
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] == "turn/end" and len(events) >= 19

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import stat
@@ -25,10 +24,9 @@ def is_locked_by_dsh(session_dir: Path) -> bool:
         return True
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as err:
-        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return True
-        raise
+    except OSError:
+        # held (EWOULDBLOCK), or the file system cannot lock at all: both are "maybe live"
+        return True
     finally:
         os.close(fd)  # closing also drops our probe lock
     return False
@@ -53,8 +51,12 @@ class SessionLock:
             raise SessionAccessError("the lock file is not a regular file", path=self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as err:
             os.close(fd)
+            if not isinstance(err, BlockingIOError):
+                raise SessionAccessError(
+                    f"cannot lock the session: {err.strerror or err}", path=self.path
+                ) from None
             raise SessionLockedError(
                 "DSH is using this session right now (session.lock is held); close DSH first "
                 "or pass --force",

@@ -154,6 +154,11 @@ class LogWriter:
             verify(self.temp)
             before_replace()
             os.replace(self.temp, self.target)
+        except OSError as err:  # a full disk, a read-only mount: said, not a crash
+            self.abort()
+            raise SessionAccessError(
+                f"cannot write the new log: {err.strerror or err}", path=self.target
+            ) from None
         except BaseException:
             self.abort()
             raise
@@ -178,9 +183,13 @@ def replace_with_copy(source: Path, target: Path, verify: Callable[[Path], None]
             os.fsync(out.fileno())
         verify(temp)
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()
+        if isinstance(err, OSError):
+            raise SessionAccessError(
+                f"cannot write the restored log: {err.strerror or err}", path=target
+            ) from None
         raise
     _fsync_dir(target.parent)
 
