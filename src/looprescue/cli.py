@@ -104,6 +104,7 @@ COMMAND_MODULES = (
     "looprescue.commands.scan",
     "looprescue.commands.clean",
     "looprescue.commands.repair",
+    "looprescue.commands.report",
     "looprescue.commands.proxy",
 )
 

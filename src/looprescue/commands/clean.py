@@ -31,6 +31,7 @@ from looprescue.dsh.edit import SessionEditor, ensure_editable, rewrite_lines, v
 from looprescue.dsh.findings import scan_records
 from looprescue.dsh.prune import Language
 from looprescue.errors import LoopRescueError
+from looprescue.formatting import format_time
 
 
 def register(app: typer.Typer) -> None:
@@ -101,8 +102,6 @@ def _pick_session(data_dir: Path, cfg, assume_yes: bool) -> Path | None:
     if not candidates:
         typer.echo(f"no sessions with loops in {data_dir}")
         return None
-    from looprescue.commands.sessions import format_time
-
     for number, (_path, session_id, last, loops) in enumerate(candidates, start=1):
         typer.echo(f"{number:>3}  {session_id}  last event {format_time(last)}  {loops} loop(s)")
     if assume_yes:

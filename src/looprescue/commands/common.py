@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 import typer
 import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from looprescue.config import ConfigError
 from looprescue.dsh import SessionError
@@ -26,6 +28,21 @@ class Settings:
     """Options of the whole command line (set by the top-level callback on every run)."""
 
     debug = False
+
+
+def session_progress(err: Console, verb: str, unit: str = "sessions") -> Progress:
+    """A progress bar on stderr (``verb``, done/total ``unit``, elapsed), shown only when stderr
+    is a terminal: logs and pipes get nothing. Output printed meanwhile goes above it."""
+    return Progress(
+        TextColumn(verb),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
 
 
 def parse_settings(items: list[str] | None) -> dict[str, Any]:

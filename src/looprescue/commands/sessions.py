@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import orjson
@@ -25,25 +24,11 @@ from looprescue.dsh import (
     resolve_data_dir,
     summarize_session,
 )
+from looprescue.formatting import format_size, format_time
 
 
 def register(app: typer.Typer) -> None:
     app.command("sessions")(sessions_command)
-
-
-def format_time(epoch_ms: float | None) -> str:
-    if epoch_ms is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch_ms / 1000))
-
-
-def format_size(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
 
 
 def collect_summaries(
