@@ -10,9 +10,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from looprescue.commands.common import EXIT_BUG, EXIT_UNREADABLE, Settings, report_crash
 
@@ -71,12 +72,45 @@ def _silence_stdout() -> None:
         pass
 
 
+class _Command(TyperCommand):
+    """Help laid out as a well-kept CLI's: arguments by their metavar (``PATH...``), options
+    with their value's metavar (``--data DIR``) and flags bare."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar or (param.name or "").upper()
+                repeat = "..." if param.nargs != 1 else ""
+                pieces.append(f"{name}{repeat}" if param.required else f"[{name}]{repeat}")
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                arguments.append((_argument_name(param), getattr(param, "help", None) or ""))
+            elif (record := param.get_help_record(ctx)) is not None:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(param: Any) -> str:
+    name = param.metavar or (param.name or "").upper()
+    return name + ("..." if param.nargs != 1 else "")
+
+
 app = typer.Typer(
     name="looprescue",
-    help="Detect, cut and rescue repetition loops in LLM agent streams and sessions.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help text: reflowed paragraphs, \b blocks kept as written, no type labels
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     cls=_GuardedGroup,
 )
 
@@ -84,12 +118,25 @@ app = typer.Typer(
 @app.callback()
 def _options(
     debug: bool = typer.Option(
-        False, "--debug", help="On an internal error, print the full traceback."
+        False, "--debug", help="On an internal error, print the full traceback too."
     ),
 ) -> None:
-    """Detect, cut and rescue repetition loops in LLM agent streams and sessions.
+    """Stop repetition loops of reasoning models, live and in DSH session logs.
 
-    Exit codes: 0 nothing found, 1 something found, 2 unreadable input or bad config, 3 a bug.
+    A streaming proxy cuts a loop out of a model's response before the client sees it and
+    resumes the task; offline commands find, report and clean loops and other detours in the
+    session logs DeepSeek Harness (DSH) writes.
+
+    \b
+    Start here:
+      looprescue demo                        watch the proxy rescue a looping model (offline)
+      looprescue proxy --upstream URL        run the proxy in front of a model API
+      looprescue scan                        find loops in your DSH sessions
+      looprescue report -o report.html       one HTML page about your sessions
+
+    Run 'looprescue COMMAND --help' for a command's options. Exit codes: 0 nothing found (or
+    done), 1 something found (scan, doctor), 2 unreadable input or a bad config, 3 a bug in
+    looprescue.
     """
     Settings.debug = debug or bool(os.environ.get("LOOPRESCUE_DEBUG"))
 
@@ -97,23 +144,26 @@ def _options(
 # Each module defines ``register(app)``; keeping the list here makes the CLI's surface visible
 # in one place while every command stays a small unit of its own.
 COMMAND_MODULES = (
+    "looprescue.commands.proxy",
     "looprescue.commands.demo",
-    "looprescue.commands.eval",
-    "looprescue.commands.doctor",
-    "looprescue.commands.sessions",
     "looprescue.commands.scan",
     "looprescue.commands.clean",
     "looprescue.commands.repair",
+    "looprescue.commands.sessions",
+    "looprescue.commands.doctor",
     "looprescue.commands.report",
-    "looprescue.commands.proxy",
+    "looprescue.commands.eval",
 )
 
 for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app)
+for _info in app.registered_commands:
+    if _info.cls in (None, TyperCommand):
+        _info.cls = _Command
 
 
 def main() -> None:
-    app()
+    app(prog_name="looprescue")  # also when run as `python -m looprescue`
 
 
 if __name__ == "__main__":

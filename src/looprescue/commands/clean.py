@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import typer
+from rich.console import Console
+from rich.progress import Progress
 
 from looprescue.commands.common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     SET_HELP,
+    busy,
+    byte_progress,
     crash_line,
     parse_settings,
     report_warnings,
+    session_progress,
 )
 from looprescue.config import load_config
 from looprescue.dsh import (
+    Record,
     SessionAccessError,
     SessionError,
+    SessionLog,
     find_session_logs,
     is_locked_by_dsh,
     open_log,
@@ -68,31 +77,36 @@ def _looping_sessions(data_dir: Path, cfg) -> list[tuple[Path, str, float, int]]
     """(log, session id, last event time, loop count) of sessions with loops, newest first.
     A session that cannot be read (or hits a bug) is reported and left out of the list."""
     found = []
-    for log_path in find_session_logs([data_dir]):
-        try:
-            log = open_log(log_path)
-            last = [log.header["createdAt"]]
+    logs = find_session_logs([data_dir])
+    with session_progress(Console(stderr=True), "scanning", show=len(logs) > 1) as progress:
+        task = progress.add_task("scan", total=len(logs))
+        for log_path in logs:
+            progress.advance(task)
+            try:
+                log = open_log(log_path)
+                last = [log.header["createdAt"]]
 
-            def timed(records, last=last):
-                for record in records:
-                    last[0] = record.event["time"]
-                    yield record
+                def timed(records, last=last):
+                    for record in records:
+                        last[0] = record.event["time"]
+                        yield record
 
-            loops = sum(
-                1
-                for f in scan_records(timed(log.records()), log.session_id, str(log_path), cfg)
-                if f.kind == "loop" and f.source == "message"
-            )
-        except SessionError as exc:
-            typer.echo(f"warning: skipping unreadable session: {exc}", err=True)
-            continue
-        except BrokenPipeError:
-            raise
-        except Exception as exc:
-            typer.echo(f"warning: skipping a session: {crash_line(exc, log_path)}", err=True)
-            continue
-        if loops:
-            found.append((log_path, log.session_id, last[0], loops))
+                records = timed(log.records())
+                loops = sum(
+                    1
+                    for f in scan_records(records, log.session_id, str(log_path), cfg)
+                    if f.kind == "loop" and f.source == "message"
+                )
+            except SessionError as exc:
+                typer.echo(f"warning: skipping unreadable session: {exc}", err=True)
+                continue
+            except BrokenPipeError:
+                raise
+            except Exception as exc:
+                typer.echo(f"warning: skipping a session: {crash_line(exc, log_path)}", err=True)
+                continue
+            if loops:
+                found.append((log_path, log.session_id, last[0], loops))
     found.sort(key=lambda item: item[2], reverse=True)
     return found
 
@@ -118,12 +132,17 @@ def _pick_session(data_dir: Path, cfg, assume_yes: bool) -> Path | None:
 
 def clean_command(
     session: str | None = typer.Argument(
-        None, help="Session id (or prefix), session dir or log file. Omit to pick from a list."
+        None,
+        metavar="SESSION",
+        help="Session id (or a unique prefix), session dir or log. Omit it to pick from a "
+        "list of the sessions with loops.",
+        show_default=False,
     ),
     data: Path | None = typer.Option(
         None,
         "--data",
-        help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
+        metavar="DIR",
+        help="Data dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
         readable=False,
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
@@ -131,18 +150,36 @@ def clean_command(
     undo: bool = typer.Option(False, "--undo", help="Restore the session's last backup."),
     force: bool = typer.Option(False, "--force", help="Edit even while DSH holds the session."),
     marker: bool | None = typer.Option(
-        None, "--marker/--no-marker", help="Leave a one-line note where text was removed."
+        None,
+        "--marker/--no-marker",
+        help="Leave a one-line note where text was removed (default: the marker key, true).",
+        show_default=False,
     ),
-    language: str | None = typer.Option(None, "--language", help="Marker language: auto|zh|en."),
+    language: str | None = typer.Option(
+        None, "--language", metavar="auto|zh|en", help="Language of the marker (default: auto)."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
-    config: Path | None = typer.Option(None, "--config", help="YAML config file."),
-    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    config: Path | None = typer.Option(
+        None, "--config", metavar="FILE", help="YAML config (detector.*, marker, language)."
+    ),
+    settings: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP),
 ) -> None:
-    """Cut looping reasoning/text out of the assistant messages of one session.
+    """Cut the loops out of a DSH session, with a backup.
 
-    Backs up first, writes a temp file, verifies it by reading it back, then atomically
-    replaces the log. Exit code 0 on success or nothing to do, 2 on any error (nothing is
-    written then), 3 on a bug in looprescue.
+    Each looping reasoning or text block of an assistant message is cut back to where its
+    loop began and a one-line marker is left, so a resumed session no longer imitates the
+    loop. While DSH's own lock keeps DSH out, the log is backed up, the new log is written
+    to a temp file, verified by reading it back, and put in place in one rename.
+
+    \b
+    Examples:
+      looprescue clean                         pick from the sessions with loops
+      looprescue clean SESSION --dry-run       show exactly what would change
+      looprescue clean SESSION --yes           clean without asking
+      looprescue clean --undo SESSION          restore the last backup
+
+    Exit code 0 on success or nothing to do, 2 on any error (nothing is written then), 3 on
+    a bug in looprescue.
     """
     try:
         flags = {"marker": marker, "language": language}
@@ -193,25 +230,52 @@ def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
         if not yes and not typer.confirm("Apply these changes?", default=False):
             typer.echo("cancelled: nothing was written")
             return
-        backup = editor.backup()
-        writer = editor.writer(log.encoding)
-        try:
-            rewrite_lines(log, plan.replacements, writer)
-        except BaseException:
-            writer.abort()
-            raise
-        editor.commit(writer, verify_line_edits(log, plan.replacements))
+        with busy(Console(stderr=True), "backing up, writing and verifying the log"):
+            backup = editor.backup()
+            writer = editor.writer(log.encoding)
+            try:
+                rewrite_lines(log, plan.replacements, writer)
+            except BaseException:
+                writer.abort()
+                raise
+            editor.commit(writer, verify_line_edits(log, plan.replacements))
     typer.echo(f"cleaned {log_path} ({plan.removed_chars} chars removed); backup: {backup}")
     typer.echo(f"undo with: looprescue clean --undo {log_path}")
 
 
 def _plan(log, cfg, language: Language) -> CleanPlan:
     """The one plan a dry run shows and a real clean carries out."""
-    plan = plan_clean(log, cfg, marker=cfg.marker, language=language)
+    with byte_progress(Console(stderr=True), "reading") as progress:
+        watched = _ReadProgress(log, progress)
+        plan = plan_clean(watched, cfg, marker=cfg.marker, language=language)  # type: ignore[arg-type]
     report_warnings(log.path, log.warnings)
     for reason in plan.skipped:
         typer.echo(f"warning: {log.path}: {reason}", err=True)
     return plan
+
+
+class _ReadProgress:
+    """``log`` whose records advance a progress bar by the bytes of the file read so far."""
+
+    def __init__(self, log: SessionLog, progress: Progress) -> None:
+        self._log = log
+        self._progress = progress
+        try:
+            size: int | None = log.path.stat().st_size
+        except OSError:
+            size = None  # the reader reports what went wrong
+        self._task = progress.add_task("read", total=size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def records(self, **options: Any) -> Iterator[Record]:
+        for record in self._log.records(**options):
+            line = record.line
+            if line is not None:
+                position = line.frame_offset if line.frame_offset is not None else line.offset
+                self._progress.update(self._task, completed=position)
+            yield record
 
 
 def _show(plan: CleanPlan, json_output: bool) -> None:

@@ -3,6 +3,7 @@ warnings and crashes are reported."""
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -12,12 +13,22 @@ import orjson
 import typer
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 
 from looprescue.config import ConfigError
 from looprescue.dsh import SessionError
 
-SET_HELP = "Override a config key, e.g. --set detector.poolWindow=40 (repeatable)."
+SET_HELP = "Set one config key, e.g. detector.poolWindow=40 (repeatable)."
 
 # 1 means "found something" (a loop, a detour), never "failed": a script can rely on it.
 EXIT_OK, EXIT_FOUND, EXIT_UNREADABLE, EXIT_BUG = 0, 1, 2, 3
@@ -30,18 +41,40 @@ class Settings:
     debug = False
 
 
-def session_progress(err: Console, verb: str, unit: str = "sessions") -> Progress:
-    """A progress bar on stderr (``verb``, done/total ``unit``, elapsed), shown only when stderr
-    is a terminal: logs and pipes get nothing. Output printed meanwhile goes above it."""
+def session_progress(
+    err: Console, verb: str, unit: str = "sessions", show: bool = True
+) -> Progress:
+    """A progress bar on stderr (``verb``, done/total ``unit``, elapsed), shown only when
+    ``show`` and stderr is a terminal: logs and pipes get nothing. While it shows, what the
+    command prints goes above it; stdout is only redirected when it is that terminal too, so
+    ``looprescue scan | grep …`` still gets every line."""
+    return _progress(
+        err, show, TextColumn(verb), BarColumn(), MofNCompleteColumn(), TextColumn(unit)
+    )
+
+
+def byte_progress(err: Console, verb: str, show: bool = True) -> Progress:
+    """The same over the bytes of a file (one large log)."""
+    return _progress(
+        err, show, TextColumn(verb), BarColumn(), DownloadColumn(), TransferSpeedColumn()
+    )
+
+
+def busy(err: Console, what: str) -> Progress:
+    """A spinner with ``what`` on stderr while a step without a measure runs (terminal only)."""
+    progress = _progress(err, True, SpinnerColumn(), TextColumn(what))
+    progress.add_task(what, total=None)
+    return progress
+
+
+def _progress(err: Console, show: bool, *columns: ProgressColumn) -> Progress:
     return Progress(
-        TextColumn(verb),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
+        *columns,
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=not err.is_terminal,
+        disable=not (show and err.is_terminal),
+        redirect_stdout=sys.stdout.isatty(),
     )
 
 

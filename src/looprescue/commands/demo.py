@@ -17,13 +17,15 @@ def demo_command(
         4.0, "--delay-ms", min=0.0, metavar="MS", help="Pause of the scripted model between deltas."
     ),
 ) -> None:
-    """Watch the proxy rescue a looping model, side by side with the raw stream.
+    """Watch the proxy rescue a looping model (offline).
 
-    A scripted model on 127.0.0.1 loops (a phrase rotation in its reasoning, then one
-    paragraph over and over in its answer). The real `looprescue proxy` runs in front of it.
-    One client streams through the proxy, one straight to the model: without looprescue the
-    loop runs to the token limit; with it, the loop is cut, pruned and resumed, and the answer
-    ends. No network and no API key are needed.
+    A scripted model on 127.0.0.1 loops: a rotation of short phrases in its reasoning, then
+    one paragraph over and over in its answer. The real 'looprescue proxy' runs in front of
+    it. One client streams through the proxy, one straight to the model, side by side:
+    without looprescue the loop runs to the token limit; with it each loop is cut, what was
+    pruned is shown, the task resumes and the answer ends. The summary gives the tokens and
+    seconds saved, the chars pruned and the loop chars that reached the client. No network
+    and no API key are needed; without a terminal the output is plain text.
     """
     from looprescue.demo.proxy import ProxyError
     from looprescue.demo.run import run_demo

@@ -23,6 +23,7 @@ from looprescue.commands.common import (
     parse_settings,
     report_session_error,
     report_warnings,
+    session_progress,
     worst,
 )
 from looprescue.config import ConfigError, DoctorConfig, load_config
@@ -40,23 +41,48 @@ def register(app: typer.Typer) -> None:
 def doctor_command(
     paths: list[Path] | None = typer.Argument(
         None,
-        help="Session log files, session dirs or data dirs, searched recursively "
-        "(default: the data dir).",
+        metavar="PATH",
+        help="Session logs, session dirs or data dirs (default: the data dir).",
+        show_default=False,
     ),
-    data: Path | None = typer.Option(None, "--data", help="Data dir used when no PATH is given."),
+    data: Path | None = typer.Option(
+        None,
+        "--data",
+        metavar="DIR",
+        help="Data dir when no PATH is given (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
+    ),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per signal."),
-    config: Path | None = typer.Option(None, "--config", help="YAML config (doctor.* keys)."),
-    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    config: Path | None = typer.Option(
+        None, "--config", metavar="FILE", help="YAML config (doctor.* keys)."
+    ),
+    settings: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP),
     follow: Path | None = typer.Option(
-        None, "--follow", help="Follow one live session (log file or session dir) until Ctrl-C."
+        None,
+        "--follow",
+        metavar="SESSION",
+        help="Follow one live session (log or session dir) until Ctrl-C.",
     ),
     interval: float = typer.Option(
-        0.5, "--interval", min=0.01, help="Seconds between polls with --follow."
+        0.5, "--interval", min=0.01, metavar="SECONDS", help="Time between polls with --follow."
     ),
 ) -> None:
-    """Find detours in agent sessions: which happened, in which turn, and the events that prove
-    it. Exit code 1 when any signal is found, 0 when none, 2 when input cannot be read (every
-    other session is still analysed), 3 on a bug in looprescue."""
+    """Find detours in sessions: retry storms, tool loops, thrash.
+
+    A detour is an agent going round in circles without repeating text: the same tool call
+    again and again, a cycle of calls, a tool misused turn after turn, retried model
+    requests, compaction over and over, a growing prompt, narration of the same step. Each
+    signal names its kind, the turn, a metric, a one-line explanation and the seqs of the
+    events that prove it.
+
+    \b
+    Examples:
+      looprescue doctor                        every session in the data dir
+      looprescue doctor SESSION_DIR --json     one JSON object per signal
+      looprescue doctor --follow SESSION_DIR   a live session, signals as its turns end
+
+    Exit code 1 when any signal is found, 0 when none, 2 when some input cannot be read (the
+    other sessions are still analysed), 3 on a bug in looprescue.
+    """
     err = Console(stderr=True, soft_wrap=True)
     try:
         options = load_config(config, parse_settings(settings)).doctor
@@ -82,14 +108,14 @@ def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: 
         report_session_error(exc, json_output)
         return EXIT_UNREADABLE
     out = Console(highlight=False)
-    return worst(
-        [
-            one_session(
-                path, json_output, lambda p=path: _diagnose_one(p, options, json_output, out, err)
-            )
-            for path in logs
-        ]
-    )
+    codes = []
+    with session_progress(err, "diagnosing", show=len(logs) > 1) as progress:
+        task = progress.add_task("doctor", total=len(logs))
+        for path in logs:
+            work = lambda p=path: _diagnose_one(p, options, json_output, out, err)  # noqa: E731
+            codes.append(one_session(path, json_output, work))
+            progress.advance(task)
+    return worst(codes)
 
 
 def _diagnose_one(

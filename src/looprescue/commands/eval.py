@@ -19,19 +19,30 @@ def register(app: typer.Typer) -> None:
 
 
 def eval_command(
-    corpus: Path = typer.Argument(..., help="Labelled corpus (JSON Lines)."),
+    corpus: Path = typer.Argument(
+        ..., metavar="CORPUS", help="Labelled corpus (JSON Lines).", show_default=False
+    ),
     json_output: bool = typer.Option(
         False, "--json", help="One JSON object per record, then a summary."
     ),
-    config: Path | None = typer.Option(None, "--config", help="YAML config (detector.* keys)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random 2-6 char delta split."),
-    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    config: Path | None = typer.Option(
+        None, "--config", metavar="FILE", help="YAML config (detector.* keys)."
+    ),
+    seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the random 2-6 char deltas."),
+    settings: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP),
 ) -> None:
-    """Score the detector on a corpus: recall on loops, false positives on normal texts, delay,
-    and loop text a cut keeps beyond one copy of the unit.
+    """Score the detector on a labelled corpus.
 
-    Exit code 1 if any record is misjudged or a cut keeps loop text beyond one copy (past the
-    alignment slack), 2 if the corpus or config cannot be read.
+    Every record is streamed through the detector in random 2-6 char deltas. The table
+    gives recall on loops, false positives on normal texts, how late each loop is caught,
+    and any loop text a cut keeps beyond one copy of the repeated unit.
+
+    \b
+    Example:
+      looprescue eval ../shared/corpus/dev.jsonl --seed 1
+
+    Exit code 1 when a record is misjudged or a cut keeps loop text beyond one copy (past
+    the alignment slack), 2 when the corpus or the config cannot be read.
     """
     try:
         cfg = load_config(config, parse_settings(settings))

@@ -144,30 +144,58 @@ def _supervise(workers: int, serve: Callable[[], None]) -> None:
 
 def proxy_command(
     upstream: str | None = typer.Option(
-        None, "--upstream", help="Model API base URL, e.g. https://api.deepseek.com/anthropic."
+        None,
+        "--upstream",
+        metavar="URL",
+        help="Base URL of the model API, e.g. https://api.deepseek.com/anthropic.",
     ),
-    config: Path | None = typer.Option(None, "--config", help="YAML config (same keys as DSH)."),
-    port: int | None = typer.Option(None, "--port", help="Port to listen on (default 8787)."),
-    host: str | None = typer.Option(None, "--host", help="Address to bind (default 127.0.0.1)."),
-    mode: str | None = typer.Option(None, "--mode", help="rescue | cut | observe."),
+    config: Path | None = typer.Option(
+        None, "--config", metavar="FILE", help="YAML config (the keys of DSH's loop-rescue plugin)."
+    ),
+    port: int | None = typer.Option(
+        None, "--port", metavar="PORT", help="Port to listen on (default: 8787)."
+    ),
+    host: str | None = typer.Option(
+        None, "--host", metavar="HOST", help="Address to bind (default: 127.0.0.1)."
+    ),
+    mode: str | None = typer.Option(
+        None,
+        "--mode",
+        metavar="rescue|cut|observe",
+        help="Cut and resume (default), only cut, or only record detections.",
+    ),
     audit_log: Path | None = typer.Option(
-        None, "--audit-log", help="Append a JSONL record per detection, cut and resume."
+        None,
+        "--audit-log",
+        metavar="FILE",
+        help="Append one JSON line per detection, cut and resume (with the removed text).",
     ),
     workers: int | None = typer.Option(
-        None, "--workers", help="Processes serving the port (default 1)."
+        None, "--workers", metavar="N", help="Processes serving the port (default: 1)."
     ),
     state: str | None = typer.Option(
         None,
         "--state",
-        help="Conversation state: memory (default) or redis://host:port/db, shared by workers "
-        "and instances.",
+        metavar="memory|redis://HOST:PORT/DB",
+        help="Where conversation state lives; Redis shares it between workers and instances "
+        "(default: memory).",
     ),
-    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    settings: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP),
 ) -> None:
-    """Proxy Anthropic Messages and OpenAI Chat Completions, cutting and resuming loops.
+    """Run the rescue proxy in front of a model API.
 
-    Point a client's base URL at http://HOST:PORT; every other request passes through.
-    Exit code 2 on a bad config or flag.
+    It speaks Anthropic Messages (DSH's native provider) and OpenAI Chat Completions. A
+    loop in a streamed response is cut before it reaches the client, the looping text is
+    dropped, and the task resumes in the same response. Every other request passes through
+    unchanged. Point the client's base URL at http://HOST:PORT (OpenAI clients: .../v1).
+
+    \b
+    Examples:
+      looprescue proxy --upstream https://api.deepseek.com/anthropic
+      looprescue proxy --upstream https://api.deepseek.com --mode observe --audit-log a.jsonl
+      looprescue proxy --upstream URL --workers 2 --state redis://127.0.0.1:6379/0
+
+    Exit code 2 on a bad config or flag, or when the address cannot be bound.
     """
     err = Console(stderr=True)
     try:

@@ -18,21 +18,38 @@ def register(app: typer.Typer) -> None:
 
 
 def repair_command(
-    session: str = typer.Argument(..., help="Session id (or prefix), session dir or log file."),
+    session: str = typer.Argument(
+        ...,
+        metavar="SESSION",
+        help="Session id (or a unique prefix), session dir or log.",
+        show_default=False,
+    ),
     data: Path | None = typer.Option(
         None,
         "--data",
-        help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
+        metavar="DIR",
+        help="Data dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
         readable=False,
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     force: bool = typer.Option(False, "--force", help="Repair even while DSH holds the session."),
 ) -> None:
-    """Salvage every complete record of a log with a torn or truncated tail, rewrite it as
-    valid frames and close an open last turn the way DSH does. Damage before the tail is
-    reported, not repaired. Exit code 0 on success or nothing to do, 2 on any error (nothing
-    is written then), 3 on a bug in looprescue."""
+    """Bring back a session log that a crash left unreadable.
+
+    Everything before a torn or truncated tail is kept byte for byte, the complete lines of
+    the damaged part are salvaged into a fresh frame, and an open last turn is closed the
+    way DSH closes one. Damage before the tail is reported, not repaired. Lock, backup and
+    verification are those of clean; 'looprescue clean --undo SESSION' restores the backup.
+
+    \b
+    Examples:
+      looprescue repair SESSION --dry-run
+      looprescue repair SESSION --yes
+
+    Exit code 0 on success or nothing to do, 2 on any error (nothing is written then), 3 on
+    a bug in looprescue.
+    """
     try:
         data_dir = resolve_data_dir(data)
         log_path = resolve_session(session, data_dir)

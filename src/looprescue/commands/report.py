@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 def report_command(
     paths: list[Path] | None = typer.Argument(
         None,
-        metavar="[PATH]...",
+        metavar="PATH",
         help="Session files, session dirs or data dirs (default: the data dir).",
         show_default=False,
     ),

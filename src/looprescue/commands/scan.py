@@ -7,7 +7,6 @@ from pathlib import Path
 import orjson
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
 from looprescue.commands.common import (
     EXIT_FOUND,
@@ -18,6 +17,7 @@ from looprescue.commands.common import (
     parse_settings,
     report_session_error,
     report_warnings,
+    session_progress,
     worst,
 )
 from looprescue.config import ConfigError, load_config
@@ -53,21 +53,40 @@ def format_finding(f: Finding) -> str:
 def scan_command(
     paths: list[Path] | None = typer.Argument(
         None,
-        help="Session files, session dirs or data dirs (default: the data dir).",
+        metavar="PATH",
+        help="Session logs, session dirs or data dirs (default: the data dir).",
         readable=False,  # our reader reports unreadable files itself, naming them
+        show_default=False,
     ),
     data: Path | None = typer.Option(
-        None, "--data", help="Data dir used when no PATH is given.", readable=False
+        None,
+        "--data",
+        metavar="DIR",
+        help="Data dir when no PATH is given (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
+        readable=False,
     ),
-    show_all: bool = typer.Option(False, "--all", help="Also list scanned blocks without loops."),
+    show_all: bool = typer.Option(False, "--all", help="Also list the blocks without loops."),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per line."),
-    config: Path | None = typer.Option(None, "--config", help="YAML config (detector.* keys)."),
-    settings: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    config: Path | None = typer.Option(
+        None, "--config", metavar="FILE", help="YAML config (detector.* keys)."
+    ),
+    settings: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP),
 ) -> None:
-    """Replay every assistant message (and failed attempt) through the loop detector.
+    """Find loops in DSH session logs.
 
-    Exit code 1 if any loop is found, 0 if none, 2 if some input cannot be read (every other
-    session is still scanned), 3 on a bug in looprescue.
+    Every reasoning and text block of every assistant message, and every failed attempt as
+    it streamed, goes through the detector the proxy uses; the same visible text in
+    consecutive messages is a narration loop. One line per loop: session, turn and step,
+    seq, channel, rule, loop chars and where a cut would go.
+
+    \b
+    Examples:
+      looprescue scan                          every session in the data dir
+      looprescue scan ~/.dsh/sessions --json   one JSON object per loop
+      looprescue scan SESSION_DIR --all        the blocks without loops too
+
+    Exit code 1 when any loop is found, 0 when none, 2 when some input cannot be read (the
+    other sessions are still scanned), 3 on a bug in looprescue.
     """
     err = Console(stderr=True)
     try:
@@ -82,30 +101,21 @@ def scan_command(
         report_session_error(exc, json_output)
         raise typer.Exit(EXIT_UNREADABLE) from None
     codes: list[int] = []
-    progress = Progress(
-        TextColumn("scanning"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} sessions"),
-        TransferSpeedColumn(),
-        console=err,
-        transient=True,
-        disable=not (err.is_terminal and any(p.is_dir() for p in inputs)),
-    )
-    with progress:
+    with session_progress(err, "scanning", show=len(logs) > 1) as progress:
         task = progress.add_task("scan", total=len(logs))
         for log_path in logs:
             codes.append(
                 one_session(
                     log_path,
                     json_output,
-                    lambda p=log_path: _scan_one(p, cfg, show_all, json_output, progress),
+                    lambda p=log_path: _scan_one(p, cfg, show_all, json_output),
                 )
             )
             progress.advance(task)
     raise typer.Exit(worst(codes))
 
 
-def _scan_one(log_path: Path, cfg, show_all: bool, json_output: bool, progress) -> int:
+def _scan_one(log_path: Path, cfg, show_all: bool, json_output: bool) -> int:
     """Scan one session; its exit code."""
     found = False
     log = open_log(log_path)
@@ -113,12 +123,12 @@ def _scan_one(log_path: Path, cfg, show_all: bool, json_output: bool, progress) 
         for finding in scan_records(log.records(), log.session_id, str(log_path), cfg):
             found |= finding.is_loop
             if finding.is_loop or show_all:
-                _emit(finding, json_output, progress)
+                _emit(finding, json_output)
     finally:
         report_warnings(log_path, log.warnings)
     return EXIT_FOUND if found else EXIT_OK
 
 
-def _emit(finding: Finding, json_output: bool, progress: Progress) -> None:
+def _emit(finding: Finding, json_output: bool) -> None:
     line = orjson.dumps(finding.to_dict()).decode() if json_output else format_finding(finding)
     typer.echo(line)

@@ -57,14 +57,20 @@ def sessions_command(
     data: Path | None = typer.Option(
         None,
         "--data",
-        help="Sessions dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
+        metavar="DIR",
+        help="Data dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
         readable=False,
     ),
     json_output: bool = typer.Option(False, "--json", help="One JSON object per session."),
 ) -> None:
-    """List sessions: id, project, title, created, last event, turns, size, and whether DSH
-    holds it right now. Exit code 2 if the directory or a session cannot be read (the others
-    are still listed), 3 on a bug in looprescue."""
+    """List DSH sessions, newest activity first.
+
+    One row per session, subagent sessions included: id, project, title, when it was
+    created, its last event, turns, size, and whether DSH holds it open right now.
+
+    Exit code 2 when the data dir or a session cannot be read (the others are still
+    listed), 3 on a bug in looprescue.
+    """
     err = Console(stderr=True)
     data_dir = resolve_data_dir(data)
     try:
