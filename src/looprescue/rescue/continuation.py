@@ -18,6 +18,7 @@ object (:class:`RequestEditor`), this module only decides what to add.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,6 +30,8 @@ from .marker import Lang
 # FORMAT.md §10.4: payloads DSH means to send exactly once per client request.
 DSH_ONCE_ONLY_FIELDS = ("dsh_session_log", "dsh_plugin_packages")
 PHRASE_LIMIT = 40
+# A sentence as the detector cuts them: up to a CJK full stop, a line end, or .!? before a space.
+_FIRST_SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？]|[.!?](?=\s)|(?=\n))", re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +82,12 @@ def summarize_loop(
     channel_text: str,
     loop_start: int,
 ) -> LoopSummary:
-    """The loop in words; the one phrase quoted is the start of the repeated unit."""
-    head = channel_text[loop_start : loop_start + 4 * PHRASE_LIMIT]
+    """The loop in words; the one phrase quoted is the loop's first sentence (or its start):
+    one phrase, never a run of the loop."""
+    head = channel_text[loop_start : loop_start + 4 * PHRASE_LIMIT].lstrip()
+    first = _FIRST_SENTENCE.match(head)
+    if first is not None:
+        head = first.group()
     return LoopSummary(
         channel=channel,
         rule=rule,
