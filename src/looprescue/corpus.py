@@ -21,6 +21,9 @@ MIN_LOOP_CHARS = 1200
 # A prune point may sit this many chars past one copy of the unit: the cut is moved to a line or
 # sentence start, and indentation or a short line ending can lie in between.
 ALIGN_SLACK = 16
+# A short exact repeat: a verbatim loop whose unit is at most this long (a line or a sentence),
+# the kind a person spots in a few lines and a detector should cut within about 300 chars.
+SHORT_UNIT = 80
 
 
 class CorpusError(ValueError):
@@ -55,7 +58,15 @@ class Record:
         looping part, and then that part (trailer and all) is what the stream repeats."""
         if self.label != "loop" or self.onset is None or self.kind == "pool":
             return 0
-        looping = self.scored_text()[self.onset :]
+        return self._unit(self.scored_text()[self.onset :])
+
+    def unit(self) -> int | None:
+        """Length of the repeated unit as the excerpt itself shows it (None: not periodic)."""
+        if self.label != "loop" or self.onset is None or self.kind == "pool":
+            return None
+        return self._unit(self.text[self.onset :])
+
+    def _unit(self, looping: str) -> int:
         # A labelled onset may sit a few chars before the copies line up (a prompt glyph, a
         # partial token): take the best of the first few start offsets.
         return min(
@@ -249,15 +260,22 @@ class Summary:
             if v.record.label == "loop" and v.kept_beyond_copy is not None
         }
 
+    def short_exact_delays(self) -> list[int]:
+        """Detection delays of the verbatim loops with a short unit."""
+        return [
+            v.delay
+            for v in self.verdicts
+            if v.record.label == "loop"
+            and v.record.kind == "verbatim"
+            and v.delay is not None
+            and (v.record.unit() or SHORT_UNIT + 1) <= SHORT_UNIT
+        ]
+
     def over_slack(self) -> list[str]:
         return [k for k, chars in self.kept_beyond().items() if chars > ALIGN_SLACK]
 
     def delay_stats(self) -> dict[str, float | None]:
-        if not self.delays:
-            return {"median": None, "p90": None, "max": None}
-        ordered = sorted(self.delays)
-        p90 = ordered[min(len(ordered) - 1, int(0.9 * (len(ordered) - 1) + 0.5))]
-        return {"median": statistics.median(ordered), "p90": p90, "max": ordered[-1]}
+        return _stats(self.delays)
 
     def to_dict(self) -> dict:
         return {
@@ -268,6 +286,7 @@ class Summary:
             "normals": self.normals,
             "false_positives": self.false_positives,
             "delay": self.delay_stats(),
+            "short_exact_delay": _stats(self.short_exact_delays()),
             "kept_beyond_copy": {
                 "total": sum(self.kept_beyond().values()),
                 "max": max(self.kept_beyond().values(), default=0),
@@ -287,6 +306,14 @@ class Summary:
             },
             "ok": self.ok,
         }
+
+
+def _stats(values: list[int]) -> dict[str, float | None]:
+    if not values:
+        return {"median": None, "p90": None, "max": None, "n": 0}
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * (len(ordered) - 1) + 0.5))]
+    return {"median": statistics.median(ordered), "p90": p90, "max": ordered[-1], "n": len(values)}
 
 
 def evaluate(records: list[Record], config: DetectorConfig, seed: int = 0) -> Summary:

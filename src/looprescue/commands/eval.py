@@ -11,7 +11,14 @@ from rich.table import Table
 
 from looprescue.commands.common import SET_HELP, parse_settings
 from looprescue.config import ConfigError, load_config
-from looprescue.corpus import ALIGN_SLACK, CorpusError, Summary, evaluate, load_corpus
+from looprescue.corpus import (
+    ALIGN_SLACK,
+    SHORT_UNIT,
+    CorpusError,
+    Summary,
+    evaluate,
+    load_corpus,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -101,6 +108,12 @@ def _print_table(summary: Summary) -> None:
         f"detection delay (chars after onset): median {delay['median']}, p90 {delay['p90']}, "
         f"max {delay['max']}"
     )
+    short = data["short_exact_delay"]
+    if short["n"]:
+        console.print(
+            f"delay on short exact repeats (verbatim, unit ≤ {SHORT_UNIT} chars, {short['n']} "
+            f"records): median {short['median']}, p90 {short['p90']}, max {short['max']}"
+        )
     kept = data["kept_beyond_copy"]
     console.print(
         f"loop text kept beyond one copy of the unit (pools: beyond the onset): total "

@@ -31,6 +31,7 @@ _CODE_LINE = re.compile(
 )
 _NUMBER = re.compile(r"[0-9]+")
 _NUMBERED = re.compile(r"[ \t]*[0-9]{1,6}[.)][ \t]+")
+_LIST_MARK = re.compile(r"(?m)^[ \t]*(?:[-*+•]|[0-9]{1,4}[.)]|[a-zA-Z][.)])[ \t]+")
 
 
 class Content(Enum):
@@ -61,7 +62,7 @@ def is_letter(ch: str) -> bool:
 
 def units_in(text: str) -> int:
     """Sentences and lines in a unit (``a. b.`` is two, so is ``x\\ny\\n``)."""
-    return len(_UNIT_END.findall(text))
+    return len(_UNIT_END.findall(_LIST_MARK.sub("", text)))  # "1." is no sentence
 
 
 def looks_like_code(text: str) -> bool:

@@ -12,9 +12,10 @@ Why a repeated unit is a loop, and how many copies that takes (``copies_needed``
   (10 copies of one phrase is what a person spots as "stuck"), a longer one once its copies fill
   ``cycleEarlyChars``, a block of several sentences or lines after ``cycleBlockRepeats`` copies,
   never fewer than ``cycleMinRepeats``; one letter after ``cycleCharRepeats``;
-* digits alone (a chant of digits) count as words do;
-* anything else (numbers with punctuation, lone marks) only after ``cycleMinRepeats`` copies and
-  ``cycleMinChars`` chars: a row of zeros or a dotted line is data or layout more often than not;
+* digits alone (a chant of digits) count as words do; numbers with punctuation (``1. 1. 1.``,
+  ``0, 0, 0``) and marks (``#``, ``//``) need twice the copies, being data or emphasis more
+  often; one char that is not a letter, twice ``cycleCharRepeats``;
+* any unit but layout also fires once ``cycleMinRepeats`` copies fill ``cycleMinChars``;
 * inside a code fence the copies are ``codeFenceRepeatFactor`` times as many, and the long-run
   chars ``codeFenceFactor`` times: code repeats lines.
 
@@ -62,6 +63,9 @@ from looprescue.detect.text import LineKind, classify_line, excerpt, normalize_p
 PROBE = 24
 # Smallest lag searched for; the primitive period found inside a run may be shorter.
 MIN_LAG = 16
+# A recurring suffix at least this long (and two copies) that stops recurring is held until
+# the next checkpoint has judged the run it ended.
+BROKEN_RUN_MIN = 16
 # Lags tracked at once; more than a handful only happens in highly regular text (tables), where
 # the longest runs are the interesting ones.
 MAX_CANDIDATES = 8
@@ -87,6 +91,18 @@ class _Run:
     lag: int
     start: int  # first folded position whose char equals the one `lag` earlier, up to now
     unit: int  # primitive period of the run (a divisor of lag)
+
+
+def _first_mismatch(a: str, b: str) -> int:
+    """Index of the first position where equal-length ``a`` and ``b`` differ (they do)."""
+    lo, hi = 0, len(a)  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _last_mismatch(a: str, b: str) -> int:
@@ -142,6 +158,10 @@ class PeriodicRule:
         self._structural = fence_guard  # the visible-text channel, where lists are structure
         self._runs: dict[int, _Run] = {}
         self._last = 0  # folded offset the runs are extended to
+        # a repetition that stopped recurring since the last checkpoint is judged at the next
+        # one: hold it back until then (raw offset, and the folded end the checkpoint must pass)
+        self._broken_from: int | None = None
+        self._broken_until = 0
         # safe_offset's memory: the longest recurring suffix at the end of the last call
         self._suffix = 0
         self._suffix_end = 0
@@ -150,20 +170,25 @@ class PeriodicRule:
     # -- checkpoint ---------------------------------------------------------------------------
     def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
         end = win.folded_of(cp)
-        self._extend(win, end)
+        best = self._extend(win, end, cp, fences)
         self._last = end
         if not any(end - r.start >= r.lag for r in self._runs.values()):
             self._discover(win, end)
-        return self._evaluate(win, end, cp, fences)
+        hit = self._evaluate(win, end, cp, fences)
+        if hit is not None and (best is None or hit.prune_offset < best.prune_offset):
+            best = hit
+        return best
 
-    def _extend(self, win: TextWindow, end: int) -> None:
-        # A run that broke is not judged as it was before the break: the watermark released it
-        # once it stopped recurring, and a loop that stopped on its own needs no cut.
+    def _extend(self, win: TextWindow, end: int, cp: int, fences: FenceMap) -> Hit | None:
+        """Carry the runs over the new stride. A run that broke inside it is judged as it was
+        at the break (the watermark held it back until now): a loop that stopped between two
+        checkpoints, as excerpts and clients that cut a loop short do, still counts."""
         start = self._last
         if start >= end or not self._runs:
-            return
+            return None
         folded, base = win.folded, win.fbase
         a, b = start - base, end - base
+        best: Hit | None = None
         for lag in list(self._runs):
             run = self._runs[lag]
             if a - lag < 0:
@@ -171,9 +196,13 @@ class PeriodicRule:
                 continue
             new, old = folded[a:b], folded[a - lag : b - lag]
             if new != old:
+                hit = self._judge(win, run, start + _first_mismatch(new, old), cp, fences)
+                if hit is not None and (best is None or hit.prune_offset < best.prune_offset):
+                    best = hit
                 run.start = max(run.start, start + _last_mismatch(new, old) + 1)
             if end - run.start < PROBE:
                 del self._runs[lag]
+        return best
 
     def _discover(self, win: TextWindow, end: int) -> None:
         cfg = self._cfg
@@ -233,7 +262,7 @@ class PeriodicRule:
         # where the repetition is now decides (a loop that began as prose can run into a fence)
         in_fence = fences.fenced(latest_raw)
         more_copies, more_chars = self._fence_factors if in_fence else (1.0, 1.0)
-        raw_chars = cp - win.raw_of(onset)
+        raw_chars = win.raw_of(end) - win.raw_of(onset)
         cycle_ready = copies >= self.copies_needed(text, content) * more_copies or (
             copies >= cfg.cycleMinRepeats and raw_chars >= cfg.cycleMinChars * more_chars
         )
@@ -263,14 +292,16 @@ class PeriodicRule:
         """Copies of a unit (raw text of one copy) that make its repetition a loop."""
         cfg = self._cfg
         size = len(unit)
+        # numbers and marks are data or emphasis more often than words are: twice the copies
+        doubt = 1.0 if content is Content.WORDS or content is Content.DIGITS else 2.0
         if size == 1:
-            return cfg.cycleCharRepeats if is_letter(unit) else math.inf
-        if content not in (Content.WORDS, Content.MARKS, Content.DIGITS):
-            return math.inf  # only the long-run rule applies
-        need = max(cfg.cycleMinRepeats, min(cfg.cycleShortRepeats, cfg.cycleEarlyChars / size))
+            return cfg.cycleCharRepeats * (1.0 if is_letter(unit) else 2.0)
+        need = max(
+            cfg.cycleMinRepeats, min(cfg.cycleShortRepeats, math.ceil(cfg.cycleEarlyChars / size))
+        )
         if units_in(unit) >= 2:
             need = min(need, max(cfg.cycleMinRepeats, cfg.cycleBlockRepeats))
-        return need
+        return need * doubt
 
     def _counter_shape(self, unit: str, content: Content, in_fence: bool) -> str | None:
         """Which kind of counter template the unit is, when its repetition can be a loop:
@@ -416,11 +447,21 @@ class PeriodicRule:
         search. Lengths are tried from short to long, doubling: a short suffix that recurs is
         found close by, and only a length that does not recur costs a search of the whole
         period range, so a call usually pays for one such search."""
+        held = self._suffix_offset(win)
+        if self._broken_from is not None:
+            if self._last >= self._broken_until:
+                self._broken_from = None  # judged by now: it was no loop
+            else:
+                return min(held, self._broken_from)
+        return held
+
+    def _suffix_offset(self, win: TextWindow) -> int:
         cfg = self._cfg
         hold_min = cfg.holdMinRecurrence
         end = win.fend
         e = end - win.fbase
         bound = min(self._suffix + (end - self._suffix_end), e - 1)
+        previous, previous_end, previous_lag = self._suffix, self._suffix_end, self._suffix_lag
         self._suffix_end = end
         if bound < hold_min or bound <= 0:
             self._suffix = max(bound, 0)
@@ -472,6 +513,12 @@ class PeriodicRule:
             else:
                 bad = mid
         self._suffix = good
+        if good < bound and previous_lag and previous >= max(BROKEN_RUN_MIN, 2 * previous_lag):
+            # a run of two copies or more stopped recurring: the next checkpoint judges it
+            start = win.raw_of(previous_end - previous)
+            if self._broken_from is None or start < self._broken_from:
+                self._broken_from = start
+            self._broken_until = max(self._broken_until, end)
         if good < max(1, hold_min):
             self._suffix_lag = 0 if good == 0 else self._suffix_lag
             return win.synced
