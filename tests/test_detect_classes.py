@@ -175,7 +175,10 @@ def test_copies_that_differ_in_a_word_rotate_as_a_pool():
     text = LEAD + "\n".join(rng.choice(forms) for _ in range(60))
     hit = stream(text, "reasoning")
     assert hit is not None and hit.rule in ("pool", "cycle")
-    assert hit.prune_offset == len(LEAD)
+    # phrases this long are not held back as they come: a pool of them is cut at its first
+    # repeat, keeping each phrase's first appearance (as a cycle keeps its first copy)
+    kept = text[len(LEAD) : hit.prune_offset]
+    assert kept.count("Let me check") <= 2 * len(forms)
 
 
 # -- legitimate repetition ------------------------------------------------------------------

@@ -11,6 +11,10 @@ client. That needs two answers from the same state:
 * ``hold_from()``, at any time: the earliest offset such an onset could still have, whatever
   comes next, so a proxy can release everything before it.
 
+A batch also repeats itself soon: within ``repeat_within`` units of its onset, two units repeat
+earlier ones (a rotation of a handful of phrases comes back to them within a few sentences).
+Healthy short sentences do not, so they are released after that many at most.
+
 What makes the second answer cheap and honest: a new long unit (one that can never be a member)
 is a barrier, so an onset is always inside the current run of short units (a long unit that
 repeats one of the run is loop text itself, and only counts as a non-member); and members are
@@ -25,41 +29,84 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+# Repeats a batch shows within its first ``repeat_within`` units: a rotation of a handful of
+# phrases comes back to them at once; a healthy run of short sentences repeats once by chance.
+REPEATS_SOON = 1
+
 
 class UnitRun:
-    __slots__ = ("_counts", "_coverage", "_horizon", "_max_members", "_units")
+    __slots__ = (
+        "_counts",
+        "_coverage",
+        "_horizon",
+        "_max_members",
+        "_repeat_within",
+        "_score",
+        "_units",
+    )
 
-    def __init__(self, coverage: float, max_members: int, horizon: int) -> None:
+    def __init__(self, coverage: float, max_members: int, horizon: int, repeat_within: int) -> None:
         self._coverage = coverage
         self._max_members = max_members
         self._horizon = horizon
-        self._units: deque[tuple[str, int]] = deque()  # (key, start) from the candidate on
-        self._counts: dict[str, int] = {}  # of the keys in _units
+        self._repeat_within = repeat_within
+        # (key or None when it can never be a member, start) from the candidate on
+        self._units: deque[tuple[str | None, int]] = deque()
+        self._counts: dict[str, int] = {}  # of the member keys in _units
+        self._score = 0.0  # CUSUM from the candidate, counting every possible member as one
 
-    def add(self, key: str | None, start: int) -> None:
-        """A complete unit: ``key`` is its normalised text, None for a new long unit (a
-        barrier). A repeated long unit is added under a key no member set holds."""
+    def add(self, key: str | None, start: int, barrier: bool = False) -> None:
+        """A complete unit: ``key`` is its normalised text when it may be a member, None when it
+        cannot (a long unit that repeats one of the run: loop text, but no phrase). A new long
+        unit is a ``barrier``: the run ends there."""
         units, counts = self._units, self._counts
-        if key is None:
+        if barrier:
             if units:
                 units.clear()
                 counts.clear()
+                self._score = 0.0
             return
+        if not units and key is None:
+            return  # a run starts with a unit that may be a member
         units.append((key, start))
-        counts[key] = counts.get(key, 0) + 1
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+        self._score += (1.0 - self._coverage) if key is not None else -self._coverage
         if len(units) > self._horizon:
             self._drop_first()
-        if len(counts) > self._max_members:  # else every unit so far could be a member
-            while units and not self._may_reach_coverage():
-                self._drop_first()
+        while units and not self._alive():
+            self._drop_first()
+
+    def _alive(self) -> bool:
+        """Whether the candidate (first unit) can still be an onset, whatever comes next."""
+        return self._score >= 0.0 and self._repeats_soon(0) and self._may_reach_coverage()
 
     def _drop_first(self) -> None:
         key, _ = self._units.popleft()
-        left = self._counts[key] - 1
-        if left:
-            self._counts[key] = left
-        else:
-            del self._counts[key]
+        if key is not None:
+            left = self._counts[key] - 1
+            if left:
+                self._counts[key] = left
+            else:
+                del self._counts[key]
+        # the CUSUM from the new candidate: recomputed, the run is short (at most the horizon)
+        score, c = 0.0, self._coverage
+        for unit_key, _ in self._units:
+            score += (1.0 - c) if unit_key is not None else -c
+            if score < 0.0:
+                break
+        self._score = score
+        while self._units and self._units[0][0] is None:
+            self._drop_first()  # a candidate is a unit that may be a member
+
+    def _repeats_soon(self, first: int) -> bool:
+        """Whether units repeat earlier ones at least twice within ``repeat_within`` units of
+        unit ``first`` (or too few units have come yet to tell)."""
+        units, size = self._units, self._repeat_within + 1
+        if len(units) - first < size:
+            return True
+        keys = [units[k][0] for k in range(first, first + size) if units[k][0] is not None]
+        return len(keys) - len(set(keys)) >= REPEATS_SOON
 
     def _may_reach_coverage(self) -> bool:
         counts = self._counts
@@ -78,12 +125,14 @@ class UnitRun:
         total = 0.0
         suffix_min = 0.0  # min over later prefixes of the running sum, relative to here
         best = None
+        units = self._units
         # Walk backwards: a start i holds when no partial sum from i onwards goes below zero.
-        for key, start in reversed(self._units):
-            step = (1.0 - c) if key in members else -c
-            total = step + min(0.0, suffix_min)
+        for i in range(len(units) - 1, -1, -1):
+            key, start = units[i]
+            member = key is not None and key in members
+            total = ((1.0 - c) if member else -c) + min(0.0, suffix_min)
             suffix_min = total
-            if key in members and total >= 0.0:
+            if member and total >= 0.0 and self._repeats_soon(i):
                 best = start
         return best
 
@@ -91,26 +140,25 @@ class UnitRun:
         return len(self._units)
 
 
-class FirstChars:
-    """Counts the first char of a multiset of strings: a one-lookup filter before asking
-    whether any of them starts with a given text."""
+class RepeatStreak:
+    """A running streak of repeated units: it starts at a unit seen before and lasts while
+    repeats make up ``coverage`` of the units since (a CUSUM: +1-coverage per repeat, -coverage
+    per other unit; below zero the streak is over, for good). Text before the current streak
+    start is never cut at a repeat, which is what lets a watermark release it."""
 
-    __slots__ = ("_counts",)
+    __slots__ = ("_coverage", "_score", "start")
 
-    def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
+    def __init__(self, coverage: float) -> None:
+        self._coverage = coverage
+        self._score = 0.0
+        self.start: int | None = None
 
-    def add(self, text: str) -> None:
-        if text:
-            self._counts[text[0]] = self._counts.get(text[0], 0) + 1
-
-    def remove(self, text: str) -> None:
-        if text:
-            left = self._counts[text[0]] - 1
-            if left:
-                self._counts[text[0]] = left
-            else:
-                del self._counts[text[0]]
-
-    def __contains__(self, char: str) -> bool:
-        return char in self._counts
+    def add(self, repeat: bool, offset: int) -> None:
+        if repeat:
+            if self.start is None:
+                self.start, self._score = offset, 0.0
+            self._score += 1.0 - self._coverage
+        elif self.start is not None:
+            self._score -= self._coverage
+            if self._score < 0.0:
+                self.start, self._score = None, 0.0

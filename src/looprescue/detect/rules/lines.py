@@ -6,9 +6,9 @@ warning; a second matching window at least ``linesConfirmGap`` lines later confi
 confirmation fires. The two-window confirmation is what keeps refrains, checklists and logs
 with a recurring short line from firing: those recover, a loop does not.
 
-Prune point: where the batch of duplicated lines first appeared (``UnitRun.onset``). A line of
-more than twice the median limit can never be part of the batch and ends the run; a batch is
-at most a third of the window in distinct lines (more, and the window could not hold two of
+Prune point: where the batch of duplicated lines first appeared (``UnitRun.onset``), among the
+lines no longer than the median limit. A line of more than twice the limit ends the run; a batch
+is at most a third of the window in distinct lines (more, and the window could not hold two of
 each at the duplicate ratio).
 """
 
@@ -18,6 +18,7 @@ from collections import deque
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rules.pool import REPEAT_WITHIN
 from looprescue.detect.streak import UnitRun
 from looprescue.detect.text import excerpt
 
@@ -37,11 +38,19 @@ class LinesRule:
         self._seen = 0  # lines counted so far
         self._warned_at: int | None = None
         self._run = UnitRun(
-            cfg.linesMinDuplicateRatio, max(2, cfg.linesWindow // 3), 2 * cfg.linesWindow
+            cfg.linesMinDuplicateRatio,
+            max(2, cfg.linesWindow // 3),
+            2 * cfg.linesWindow,
+            REPEAT_WITHIN,
         )
 
     def on_line(self, line: str, start: int, end: int) -> Hit | None:
-        self._run.add(line if len(line) <= self._max_line else None, start)
+        # a line up to the median limit may open (or carry) a held run; a longer short line
+        # only counts against it; a long one ends it
+        if len(line) <= self._max_median:
+            self._run.add(line, start)
+        else:
+            self._run.add(None, start, barrier=len(line) > self._max_line)
         self._add(line, start)
         self._seen += 1
         if len(self._window) > self._size:
@@ -99,6 +108,6 @@ class LinesRule:
         if held is not None:
             return held
         head = tail.strip()
-        if head and len(head) <= self._max_line:
+        if head and len(head) <= self._max_median:  # it may still open a run
             return tail_start + (len(tail) - len(tail.lstrip()))
         return end

@@ -44,7 +44,7 @@ from typing import Protocol
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.rules.pool import pool_horizon
+from looprescue.detect.rules.pool import HOLD_CHARS, pool_horizon
 from looprescue.detect.shape import (
     Content,
     content_of,
@@ -366,8 +366,8 @@ class PeriodicRule:
         phrases = set()
         for sentence in sentences:
             phrase = normalize_phrase(sentence)
-            if not phrase or len(phrase) > cfg.poolMaxPhraseChars:
-                return False
+            if not phrase or len(phrase) > HOLD_CHARS:
+                return False  # only a run of very short phrases is held back as it comes
             phrases.add(phrase)
         return len(phrases) <= cfg.poolMaxPhrases
 

@@ -9,9 +9,13 @@ compared with inner whitespace folded and a counter label in front dropped (``Da
 so a counted list whose items come from a handful of words is a pool too.
 
 Prune point: where the batch of phrases first appeared (``UnitRun.onset``), so no phrase of the
-pool is kept. A new long sentence ends a pool: the onset is never before it, and that is what
-lets the watermark release text as soon as a long sentence arrives. A long sentence that repeats
-a recent one belongs to the loop (a notice the model keeps re-emitting) and does not end it.
+pool is kept. That needs holding the batch back as it comes, which is done for very short phrases
+(``HOLD_CHARS``) only: a pool made of longer phrases alone ("I will check the config file.")
+is cut at the start of the current streak of repeats instead, keeping each phrase's first
+appearance, as a cycle keeps its first copy. A new long sentence ends a pool: the onset is never
+before it, and that is what lets the watermark release text as soon as a long sentence arrives.
+A long sentence that repeats a recent one belongs to the loop (a notice the model keeps
+re-emitting) and does not end it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections import deque
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.streak import UnitRun
+from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
 
 # Sentences of the current run kept for finding the onset: a pool is confirmed within a window
@@ -29,6 +33,14 @@ HORIZON_WINDOWS = 3
 # Coverage the batch keeps from its onset on: lower than the firing coverage, because a batch's
 # first appearances include variants that never come back ("Let me output." once, then "Go.").
 ONSET_COVERAGE = 0.5
+# A pool's batch comes back to one of its phrases within this many sentences (reshuffled
+# phrases repeat early; a fixed rotation is a cycle, which the periodic rule cuts).
+REPEAT_WITHIN = 4
+# Phrases of at most this many chars are what a pool's batch is made of ("Go.", "Let me
+# write.", "输出。"): only they are held back while a pool may form. A longer short sentence
+# still counts toward a pool, but a run of them is released at once, so healthy reasoning
+# ("Let me check the caller first.") is not held.
+HOLD_CHARS = 20
 # Recent long sentences remembered to tell a repeated one from a new one.
 LONG_MEMORY = 64
 
@@ -52,10 +64,14 @@ class PoolRule:
         self._counts: dict[str, int] = {}
         self._covered = 0  # window sentences whose phrase occurs >= 2 times in the window
         self._pool_size = 0  # distinct phrases occurring >= 2 times
-        self._run = UnitRun(ONSET_COVERAGE, cfg.poolMaxPhrases, pool_horizon(cfg))
+        self._run = UnitRun(ONSET_COVERAGE, cfg.poolMaxPhrases, pool_horizon(cfg), REPEAT_WITHIN)
         self._long_seen: dict[str, None] = {}  # insertion-ordered: oldest first
+        # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
+        self._repeats = RepeatStreak(cfg.poolMinCoverage)
+        self._first_chars: dict[str, int] = {}  # first chars of the window's phrases
 
     def _inc(self, phrase: str) -> None:
+        self._first_chars[phrase[0]] = self._first_chars.get(phrase[0], 0) + 1
         n = self._counts.get(phrase, 0) + 1
         self._counts[phrase] = n
         if n == 2:
@@ -65,6 +81,11 @@ class PoolRule:
             self._covered += 1
 
     def _dec(self, phrase: str) -> None:
+        left = self._first_chars[phrase[0]] - 1
+        if left:
+            self._first_chars[phrase[0]] = left
+        else:
+            del self._first_chars[phrase[0]]
         n = self._counts[phrase] - 1
         if n == 0:
             del self._counts[phrase]
@@ -80,10 +101,13 @@ class PoolRule:
         phrase = "" if sentence is LONG_SENTENCE else normalize_phrase(sentence)
         if sentence is LONG_SENTENCE or len(phrase) > self._max_chars:
             key = None
-            self._run.add(phrase if self._seen_long(phrase) else None, start)
+            self._run.add(None, start, barrier=not self._seen_long(phrase))
+            self._repeats.add(False, start)
         elif phrase:
             key = phrase
-            self._run.add(key, start)
+            # only a very short phrase can open (or carry) a held run: see HOLD_CHARS
+            self._run.add(key if len(key) <= HOLD_CHARS else None, start)
+            self._repeats.add(key in self._counts, start)
             self._inc(key)
         else:
             return None  # punctuation only: not a unit
@@ -100,6 +124,8 @@ class PoolRule:
         ):
             members = {p for p, n in self._counts.items() if n >= 2}
             onset = self._run.onset(members)
+            if onset is None:
+                onset = self._repeats.start  # a pool of longer phrases: cut at its repeats
             if onset is not None and end - onset >= self._min_chars:
                 return self._hit(onset, end, members)
         return None
@@ -133,10 +159,16 @@ class PoolRule:
         """Earliest offset a future pool hit could prune, given the unfinished sentence."""
         held = self._run.hold_from()
         if held is not None:
-            return held
-        # The unfinished sentence starts a run if it turns out short.
+            return min(held, self._repeats.start if self._repeats.start is not None else held)
+        if self._repeats.start is not None:
+            return self._repeats.start
+        # The unfinished sentence opens a run if it turns out a very short phrase, and starts a
+        # streak of repeats if it turns out a phrase the window already has.
         if not tail.strip() or len(tail) > 4 * self._max_chars + 64:
             return end
-        if len(normalize_phrase(tail)) <= self._max_chars:
+        head = normalize_phrase(tail)
+        if len(head) <= HOLD_CHARS or (
+            head[:1] in self._first_chars and any(p.startswith(head) for p in self._counts)
+        ):
             return tail_start + (len(tail) - len(tail.lstrip()))
         return end
