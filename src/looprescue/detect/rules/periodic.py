@@ -284,6 +284,7 @@ class PeriodicRule:
             and (changes <= cfg.counterMaxChangingNumbers or shape == "renumbered")
             and (shape != "table" or changes == 1)
             and (shape != "item" or self._not_an_enumeration(win, latest, unit, int(copies)))
+            and (shape != "renumbered" or _content_gone(_copy_texts(win, latest, unit, 6)))
         ):
             return self._hit(win, "counter", first, onset, unit, end, cp, text, in_fence)
         return None
@@ -532,6 +533,17 @@ def _same_item_renumbered(unit: str) -> bool:
     if body is None or "\n" in body.strip():
         return False
     return not numbers_of(body) or letters_in(body) == 0
+
+
+def _content_gone(texts: list[str]) -> bool:
+    """Renumbered items are degenerate when their text stays while the number moves on, or,
+    for items of nothing but numbers, when some number stays (``12. 12. 1. 12``): ``12. 12``,
+    all of whose numbers count, is a list of numbers someone asked for."""
+    bodies = [numbered_item_body(t) or "" for t in texts]
+    if len(bodies) < 3 or letters_in(bodies[-1]) or not numbers_of(bodies[-1]):
+        return True
+    rows = [numbers_of(b) for b in bodies]
+    return any(len({row[k] for row in rows}) == 1 for k in range(min(map(len, rows))))
 
 
 def _copy_texts(win: TextWindow, latest: int, unit: int, copies: int) -> list[str]:

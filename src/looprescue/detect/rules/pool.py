@@ -35,7 +35,7 @@ HORIZON_WINDOWS = 3
 ONSET_COVERAGE = 0.5
 # A pool's batch comes back to one of its phrases within this many sentences (reshuffled
 # phrases repeat early; a fixed rotation is a cycle, which the periodic rule cuts).
-REPEAT_WITHIN = 4
+REPEAT_WITHIN = 8
 # Phrases of at most this many chars are what a pool's batch is made of ("Go.", "Let me
 # write.", "输出。"): only they are held back while a pool may form. A longer short sentence
 # still counts toward a pool, but a run of them is released at once, so healthy reasoning
