@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,12 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docgen
+	$(BIN)/ruff format --check src tests benchmarks docgen
+
+# the generated parts of README.md and docs/cli.md (tests/test_docs.py says when they are stale)
+docs: $(STAMP)
+	$(BIN)/python -m docgen
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

@@ -1,0 +1,122 @@
+"""What each configuration key means, in words; everything else about a key (its type, range
+and default) is read from the config model itself. ``tests/test_docs.py`` fails when a key of
+the model has no entry here or an entry names no key, so the reference cannot drift."""
+
+from __future__ import annotations
+
+SECTIONS = {
+    "": "Rescue policy (proxy) and what `clean` writes.",
+    "detector": "The streaming loop detector, shared by the proxy, `scan`, `clean` and `report`"
+    " ([docs/detector.md](docs/detector.md)).",
+    "doctor": "Thresholds of the detour signals of `doctor` and `report`"
+    " ([docs/doctor.md](docs/doctor.md)).",
+    "proxy": "`looprescue proxy` (its flags override these) ([docs/rescue.md](docs/rescue.md)).",
+}
+
+MEANINGS = {
+    # -- rescue policy
+    "mode": "What the proxy does with a confirmed loop: `rescue` cuts it and resumes the task"
+    " in the same response, `cut` cuts it and ends the response, `observe` changes nothing and"
+    " only records detections.",
+    "watch": "Which channels the detector judges; an unwatched channel is never held back or cut.",
+    "marker": "Leave a one-line note such as `〔1234 chars of repeated reasoning removed〕` where"
+    " loop text was removed (proxy and `clean`).",
+    "language": "Language of markers, notes and corrections; `auto`: Chinese when the"
+    " conversation's human messages are (for `clean`: when the kept text mostly is), else"
+    " English.",
+    "maxConsecutiveRescues": "Resumes in a row per conversation; past it a looping response is"
+    " cut and ends with a visible note. A response without a loop resets the count.",
+    "stallCalls": "After this many reasoning-only responses in a row, the next request of the"
+    " conversation gets a short nudge to answer or call a tool (0: never).",
+    "stallMinReasoningChars": "Reasoning chars a response needs to count as reasoning-only.",
+    "retryTemperature": "Temperature of the first `retryRequests` upstream requests after a"
+    " resume (unset: the request's own).",
+    "retryReasoningEffort": "Reasoning effort of those requests (Anthropic"
+    " `output_config.effort`, OpenAI `reasoning_effort`; unset: unchanged).",
+    "retryRequests": "How many upstream requests after a resume, the continuation first, get"
+    " the retry settings.",
+    "retryFrequencyPenalty": "`frequency_penalty` of those requests (OpenAI route only).",
+    "retryPresencePenalty": "`presence_penalty` of those requests (OpenAI route only).",
+    "resumeTimeoutMs": "How long the proxy waits for a continuation's first byte before it ends"
+    " the response with a note.",
+    "models": "Glob patterns of the model names the proxy acts on; other models pass through"
+    " unchanged.",
+    # -- detector
+    "detector.cycleMinPeriod": "Shortest repeated unit the cycle rule looks for (chars, with"
+    " runs of digits or whitespace folded to one).",
+    "detector.cycleMaxPeriod": "Longest repeated unit the cycle rule looks for.",
+    "detector.cycleMinRepeats": "Copies a cycle needs at the least, whatever its unit.",
+    "detector.cycleMinChars": "Chars of copies a cycle of any other unit (digits, lone marks)"
+    " needs.",
+    "detector.cycleEarlyChars": "Chars of copies after which a unit with words is a loop.",
+    "detector.cycleShortRepeats": "Copies a short unit needs.",
+    "detector.cycleBlockRepeats": "Copies a block of sentences or lines needs.",
+    "detector.cycleCharRepeats": "Copies a one-letter unit needs.",
+    "detector.counterMinRepeats": "Copies a counter loop (copies equal but for their numbers)"
+    " needs; it always needs one copy more than a cycle of the same unit.",
+    "detector.counterMinChars": "Chars of copies a counter loop needs at the least.",
+    "detector.counterMaxChangingNumbers": "Numbers that may change from one copy of a counter"
+    " loop to the next; a log or a table of measurements changes more, and is not a loop.",
+    "detector.paragraphMinChars": "Length of a prose paragraph of the visible text whose"
+    " verbatim re-emission is a loop (periods too long to wait for three copies).",
+    "detector.poolWindow": "Recent sentences the pool rule looks at.",
+    "detector.poolMinCoverage": "Share of them that must be recurring short phrases.",
+    "detector.poolMaxPhrases": "Most distinct phrases a pool draws from.",
+    "detector.poolMaxPhraseChars": "Longest sentence that counts as a short phrase.",
+    "detector.poolMinDistinct": "Distinct phrases a pool needs (1: copies of one sentence that"
+    " differ only in whitespace count).",
+    "detector.poolMinChars": "Chars from a pool's onset to where it fires: a short burst the"
+    " model recovers from is not cut.",
+    "detector.linesWindow": "Recent lines the lines rule looks at.",
+    "detector.linesMaxMedianChars": "Median length a window of short lines has at most.",
+    "detector.linesMinDuplicateRatio": "Share of duplicated lines in such a window.",
+    "detector.linesConfirmGap": "Lines after a first matching window before a second one"
+    " confirms the loop.",
+    "detector.echoMinTokens": "Special chat tokens (`<|im_end|>`, `</s>`, …) written out as"
+    " text outside code, one of them an end of turn, that make an echo loop.",
+    "detector.codeFenceFactor": "Inside ``` fences the cycle rule needs this many times its"
+    " usual chars (code repeats lines legitimately).",
+    "detector.codeFenceRepeatFactor": "… and this many times its usual copies; the pool, lines"
+    " and counter rules skip fences.",
+    "detector.holdMinRecurrence": "Shortest recurring suffix the proxy holds back. 1: no loop"
+    " char reaches a client, for about one delta of lag; more: chance recurrences go out at"
+    " once and at most that many chars of a second copy can slip through.",
+    # -- doctor
+    "doctor.retryStormMin": "Retried model requests (`llm/retry`) in one turn that make a retry"
+    " storm.",
+    "doctor.repeatToolMin": "Consecutive identical tool calls (tool, arguments and result)"
+    " that make a repeat run.",
+    "doctor.toolErrorMin": "Standing failures of one tool over at least two turns that make"
+    " tool misuse.",
+    "doctor.compactionThreshold": "Compaction passes in a session that make context thrash.",
+    "doctor.injectThreshold": "User messages no human wrote (snapshots, reminders, notices)"
+    " that make context thrash.",
+    "doctor.delegationThreshold": "Subagent descriptors, catalog entries and hook invocations"
+    " that make context thrash.",
+    "doctor.promptBloatSteps": "Growths of the request prompt in a row that make prompt bloat.",
+    "doctor.toolCycleMinRepeats": "Full repeats of a short sequence of calls that make a tool"
+    " cycle.",
+    "doctor.toolCycleMaxWidth": "Longest sequence of calls a tool cycle is looked for in.",
+    "doctor.narrationMinRepeats": "Consecutive assistant messages with the same visible text"
+    " that make a narration loop.",
+    "doctor.narrationMinChars": "Shortest normalised text that can be part of a narration run.",
+    "doctor.maxTrackedTools": "Entries of the per-tool tables (open calls, runs, failures,"
+    " cycles): the state stays bounded.",
+    "doctor.maxEvidence": "Evidence seqs kept per signal (its metric still counts them all).",
+    # -- proxy
+    "proxy.upstream": "Base URL of the model API; request paths are appended to it"
+    " (`--upstream`, required).",
+    "proxy.host": "Address to listen on (`--host`).",
+    "proxy.port": "Port to listen on (`--port`).",
+    "proxy.auditLog": "JSONL audit log of detections, cuts and resumes, with the removed text"
+    " (`--audit-log`; unset: none).",
+    "proxy.upstreamIdleTimeoutMs": "An upstream that sends nothing for this long is treated as"
+    " stalled.",
+    "proxy.connectTimeoutMs": "Time to connect to the upstream.",
+    "proxy.maxConversations": "Conversations whose counters the proxy keeps (least recently"
+    " used dropped first).",
+    "proxy.workers": "Processes serving the port (`--workers`).",
+    "proxy.state": "Where conversation state lives: `memory` (each process its own) or"
+    " `redis://host:port/db` (`rediss://`, `unix://`), shared by workers and instances"
+    " (`--state`).",
+}
