@@ -92,12 +92,16 @@ class EchoRule:
         if self._first_end is not None:
             return self._first_end
         # Tokens after the last checkpoint are counted at the next one; hold from any end of
-        # turn among them already (quoted or not: that is decided then).
-        pending = _END_OF_TURN.search(win.raw, max(self._scanned - _LONGEST, win.base) - win.base)
+        # turn among them already (quoted or not: that is decided then). Every token starts
+        # with < or [: most text has neither, and a find is done in C.
+        raw, base = win.raw, win.base
+        lo = max(self._scanned - _LONGEST, base) - base
+        if raw.find("<", lo) < 0 and raw.find("[", lo) < 0:
+            return win.synced
+        pending = _END_OF_TURN.search(raw, lo)
         if pending is not None:
-            return pending.start() + win.base
-        tail_start = max(win.base, win.synced - _LONGEST)
-        partial = _PARTIAL.search(win.raw, tail_start - win.base)
+            return pending.start() + base
+        partial = _PARTIAL.search(raw, max(base, win.synced - _LONGEST) - base)
         if partial is not None and partial.start() < partial.end():
-            return partial.start() + win.base
+            return partial.start() + base
         return win.synced

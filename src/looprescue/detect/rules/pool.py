@@ -20,6 +20,7 @@ re-emitting) and does not end it.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 
 from looprescue.config import DetectorConfig
@@ -68,11 +69,12 @@ class PoolRule:
         self._long_seen: dict[str, None] = {}  # insertion-ordered: oldest first
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
-        self._first_chars: dict[str, int] = {}  # first chars of the window's phrases
+        self._sorted: list[str] = []  # the window's distinct phrases, for prefix lookups
 
     def _inc(self, phrase: str) -> None:
-        self._first_chars[phrase[0]] = self._first_chars.get(phrase[0], 0) + 1
         n = self._counts.get(phrase, 0) + 1
+        if n == 1:
+            insort(self._sorted, phrase)
         self._counts[phrase] = n
         if n == 2:
             self._covered += 2
@@ -81,13 +83,9 @@ class PoolRule:
             self._covered += 1
 
     def _dec(self, phrase: str) -> None:
-        left = self._first_chars[phrase[0]] - 1
-        if left:
-            self._first_chars[phrase[0]] = left
-        else:
-            del self._first_chars[phrase[0]]
         n = self._counts[phrase] - 1
         if n == 0:
+            del self._sorted[bisect_left(self._sorted, phrase)]
             del self._counts[phrase]
         else:
             self._counts[phrase] = n
@@ -167,8 +165,11 @@ class PoolRule:
         if not tail.strip() or len(tail) > 4 * self._max_chars + 64:
             return end
         head = normalize_phrase(tail)
-        if len(head) <= HOLD_CHARS or (
-            head[:1] in self._first_chars and any(p.startswith(head) for p in self._counts)
-        ):
+        if len(head) <= HOLD_CHARS or self._prefix_of_a_phrase(head):
             return tail_start + (len(tail) - len(tail.lstrip()))
         return end
+
+    def _prefix_of_a_phrase(self, head: str) -> bool:
+        phrases = self._sorted
+        i = bisect_left(phrases, head)
+        return i < len(phrases) and phrases[i].startswith(head)

@@ -95,6 +95,8 @@ class TableRowsRule:
         written when it begins like a row the table has already."""
         if self._streak_start is not None:
             return self._streak_start
+        if not self._seen or not line_tail.lstrip().startswith("|"):
+            return end
         head = " ".join(line_tail.split())
         if head.startswith("|") and any(row.startswith(head) for row in self._seen):
             return line_start + (len(line_tail) - len(line_tail.lstrip()))
