@@ -41,6 +41,9 @@ MEANINGS = {
     " the response with a note.",
     "models": "Glob patterns of the model names the proxy acts on; other models pass through"
     " unchanged.",
+    "sanitizeHistory": "Cut loops out of the earlier assistant messages of each request before"
+    " it goes upstream, as `clean` cuts them (a request with none goes byte for byte).",
+
     # -- detector
     "detector.cycleMinPeriod": "Shortest repeated unit the cycle rule looks for (chars, with"
     " runs of digits or whitespace folded to one).",

@@ -152,6 +152,8 @@ class LoopRescueConfig(_Strict):
     retryPresencePenalty: float | None = Field(None, ge=-2.0, le=2.0)
     resumeTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
     models: tuple[str, ...] = ("*",)
+    # cut loops out of the earlier assistant messages of every request before it goes upstream
+    sanitizeHistory: bool = True
     detector: DetectorConfig = DetectorConfig()
     doctor: DoctorConfig = DoctorConfig()
     proxy: ProxyConfig = ProxyConfig()

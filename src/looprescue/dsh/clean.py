@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 from looprescue.config import LoopRescueConfig
 from looprescue.dsh.edit import encode_event
-from looprescue.dsh.findings import CHANNEL_OF_BLOCK, first_hit
+from looprescue.dsh.findings import CHANNEL_OF_BLOCK
 from looprescue.dsh.log import SessionLog
 from looprescue.dsh.prune import BlockCut, Language, cut_assistant_message, stream_problems
+from looprescue.pruning import first_hit
 
 CONTEXT_CHARS = 40
 

@@ -9,10 +9,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 from looprescue.config import LoopRescueConfig
-from looprescue.detect import Hit, StreamDetector, scan_text
+from looprescue.detect import Hit, StreamDetector
 from looprescue.dsh.narration import NarrationTracker
 from looprescue.dsh.records import Record, record_of
 from looprescue.dsh.views import AssistantMessage, Attempt, StreamEntry, text_deltas
+from looprescue.pruning import first_hit
 
 CHANNEL_OF_BLOCK = {"reasoning": "reasoning", "text": "text"}
 EXCERPT_CHARS = 60
@@ -61,13 +62,6 @@ class Finding:
 def excerpt(text: str, start: int = 0) -> str:
     piece = " ".join(text[start : start + EXCERPT_CHARS * 2].split())
     return piece if len(piece) <= EXCERPT_CHARS else piece[: EXCERPT_CHARS - 1] + "…"
-
-
-def first_hit(text: str, channel: str, config: LoopRescueConfig) -> Hit | None:
-    if config.watch not in ("both", channel):
-        return None  # the channel is not watched: never flagged, as in the proxy
-    hits = scan_text(text, channel, config)  # type: ignore[arg-type]
-    return min(hits, key=lambda h: h.prune_offset) if hits else None
 
 
 def replay_deltas(

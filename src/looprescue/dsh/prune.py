@@ -8,37 +8,23 @@ content. ``message.source.replayState`` is removed: its signatures cover the ori
 from __future__ import annotations
 
 import copy
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from looprescue.dsh.stream import PACKED_ROW_TYPES, expand_stream
+from looprescue.pruning import Language, cut_text, marker_text, pick_language
 
-Language = Literal["auto", "zh", "en"]
+__all__ = [
+    "BlockCut",
+    "Language",
+    "cut_assistant_message",
+    "marker_text",
+    "pick_language",
+    "stream_problems",
+]
 TEXT_BLOCK_TYPES = {"reasoning": "reasoning", "text": "text"}
 _DELTA_TYPES = {"reasoning-delta", "text-delta"}
 _TEXT_ROW_TYPES = {"reasoning-chunks", "text-chunks"}
-
-
-def pick_language(sample: str, language: Language = "auto") -> Literal["zh", "en"]:
-    """``zh`` when at least a third of the letters in ``sample`` are CJK, else ``en``."""
-    if language != "auto":
-        return language
-    letters = [ch for ch in sample if ch.isalpha()]
-    if not letters:
-        return "en"
-    cjk = sum(1 for ch in letters if unicodedata.name(ch, "").startswith("CJK"))
-    return "zh" if cjk * 3 >= len(letters) else "en"
-
-
-def marker_text(removed_chars: int, channel: str, language: Literal["zh", "en"]) -> str:
-    """The one-line note left where loop text was removed."""
-    if language == "zh":
-        what = "推理" if channel == "reasoning" else "内容"
-        return f"〔已删除 {removed_chars} 个字符的重复{what}〕"
-    what = "reasoning" if channel == "reasoning" else "text"
-    return f"〔{removed_chars} chars of repeated {what} removed〕"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,18 +68,13 @@ def cut_assistant_message(
         if channel is None:
             raise ValueError(f"content block {index} is a {block.get('type')} block, not text")
         text = block["text"]
-        keep_chars = max(0, keep_chars)
-        if keep_chars >= len(text):
+        cut = cut_text(text, keep_chars, channel, marker=marker, language=language)
+        if cut is None:
             continue
-        kept = text[:keep_chars]
-        note = None
-        if marker:
-            # The kept text is the conversation's own language; the loop may be in another.
-            lang = pick_language(kept or text, language)
-            note = marker_text(len(text) - keep_chars, channel, lang)
-            kept += ("\n" if kept and not kept.endswith("\n") else "") + note
-        new_texts[index] = kept
-        cuts.append(BlockCut(index, channel, len(text), keep_chars, note, dropped=kept == ""))
+        new_texts[index] = cut.text
+        cuts.append(
+            BlockCut(index, channel, len(text), cut.kept_chars, cut.marker, dropped=cut.text == "")
+        )
     if not cuts:
         return new, []
     dropped = sorted(c.index for c in cuts if c.dropped)

@@ -41,7 +41,9 @@ from ..rescue.events import (
     Usage,
     UsageReported,
 )
+from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
+from .history import anthropic_history
 from .sse import SSEEvent
 from .wire import (
     Malformed,
@@ -169,6 +171,11 @@ class AnthropicWire(Wire):
             out["output_config"] = output_config
         # Anthropic Messages has no frequency/presence penalties
         return out
+
+    def prune_history(
+        self, body: Mapping[str, Any], pruner: HistoryPruner
+    ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:
+        return anthropic_history(body, pruner)
 
 
 # --------------------------------------------------------------------------- decoding

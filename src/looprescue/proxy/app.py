@@ -15,7 +15,7 @@ ends, however it ends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,17 +27,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..config import LoopRescueConfig
-from ..rescue.conversation import conversation_key, conversation_language
-from ..rescue.engine import RescueEngine, RescueStats, applies_to
+from ..rescue.engine import RescueStats
 from ..rescue.events import EmitError
 from . import jsonfast
 from .anthropic import AnthropicWire
-from .audit import AuditLog
-from .driver import ExchangeDriver, gateway_status
-from .exchange import Exchange
+from .driver import gateway_status
 from .http1 import Http1Transport
 from .relay import ClosingStreamingResponse, relayed_body
-from .state import StateStore, open_store
+from .service import Prepared, Rejected, RescueService
+from .state import StateStore
 from .upstream import (
     Transport,
     UpstreamError,
@@ -46,9 +44,6 @@ from .upstream import (
 )
 from .wire import Wire, wire_for
 
-# Request bodies larger than this are parsed and prepared in a worker thread, so one huge
-# request does not hold up the event loop (and every other stream on it).
-LARGE_BODY_BYTES = 1 << 20
 T = TypeVar("T")
 
 
@@ -63,6 +58,7 @@ class ProxyTotals:
     pruned_chars: int = 0
     kept_loop_chars: int = 0
     leaked_loop_chars: int = 0
+    history_removed_chars: int = 0
     upstream_cancelled: int = 0
 
     def add(self, stats: RescueStats) -> None:
@@ -73,6 +69,7 @@ class ProxyTotals:
         self.pruned_chars += stats.pruned_chars
         self.kept_loop_chars += stats.kept_loop_chars
         self.leaked_loop_chars += stats.leaked_loop_chars
+        self.history_removed_chars += stats.history_removed_chars
 
 
 def create_app(
@@ -110,14 +107,6 @@ def create_app(
     return app
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    wire: Wire
-    body: dict[str, Any]
-    key: str
-    lang: Any
-
-
 class _Gone:
     """The client disconnected before the awaited work finished."""
 
@@ -138,11 +127,9 @@ class Proxy:
             )
         self.config = config
         self.upstream = upstream_url.rstrip("/")
-        self.store = store if store is not None else open_store(None, config.proxy.maxConversations)
+        self.service = RescueService(config, store, detector_factory=detector_factory)
         self.totals = ProxyTotals()
-        self.audit = AuditLog(config.proxy.auditLog) if config.proxy.auditLog else None
         self._transport = transport
-        self._detector_factory = detector_factory
 
     @property
     def transport(self) -> Transport:
@@ -154,9 +141,7 @@ class Proxy:
         if self._transport is not None:
             await self._transport.aclose()
             self._transport = None
-        await self.store.aclose()
-        if self.audit is not None:
-            self.audit.close()
+        await self.service.aclose()
 
     def url_for(self, request: Request) -> str:
         query = request.url.query
@@ -173,39 +158,12 @@ class Proxy:
         wire_class = wire_for(request.method, request.url.path)
         if wire_class is None:
             return await self._relay(request, raw)
-        headers = dict(request.headers)
-        if len(raw) > LARGE_BODY_BYTES:
-            prepared = await anyio.to_thread.run_sync(self._prepare, wire_class, headers, raw)
-        else:
-            prepared = self._prepare(wire_class, headers, raw)
+        prepared = await self.service.judge(wire_class, dict(request.headers), raw)
         if prepared is None:
             return await self._relay(request, raw)
-        if isinstance(prepared, Response):
-            return prepared
+        if isinstance(prepared, Rejected):
+            return Response(prepared.error_body(), 400, media_type="application/json")
         return await self._exchange(request, raw, prepared)
-
-    def _prepare(
-        self, wire_class: type[Wire], headers: Mapping[str, str], raw: bytes
-    ) -> _Prepared | Response | None:
-        """Parse and judge a protocol request: None to relay it, a 400 response for a body the
-        proxy cannot act on, else what the exchange needs."""
-        try:
-            body = jsonfast.loads(raw)
-        except ValueError:
-            return None  # not JSON: the upstream judges it
-        if not isinstance(body, dict):
-            return _bad_request(wire_class(), "request body must be a JSON object")
-        wire = wire_class(body)
-        model = body.get("model")
-        if not applies_to(self.config, model if isinstance(model, str) else None):
-            return None
-        problem = wire.request_problem(body)
-        if problem is not None:
-            return _bad_request(wire, problem)
-        if not wire.rescues(body):
-            return None
-        key = conversation_key(headers, body)
-        return _Prepared(wire, body, key, conversation_language(body, self.config.language))
 
     # ------------------------------------------------------------------ relay
 
@@ -235,84 +193,40 @@ class Proxy:
 
     # ------------------------------------------------------------------ rescued routes
 
-    async def _exchange(self, request: Request, raw: bytes, prepared: _Prepared) -> Response:
-        config = self.config
-        body, wire = prepared.body, prepared.wire
-        state = await self.store.load(prepared.key)
-        engine = RescueEngine(config, wire, body, state, prepared.lang, self._detector_factory)
-        exchange = Exchange(engine, wire, streaming=body.get("stream") is True)
-        driver = ExchangeDriver(
-            exchange,
+    async def _exchange(self, request: Request, raw: bytes, prepared: Prepared) -> Response:
+        rescue = await self.service.open(
+            prepared,
             self.transport,
-            config,
             self.url_for(request),
             forward_headers(request.headers),
             raw,
-            self.store,
-            prepared.key,
-            self.audit,
-            {
-                "conversation": prepared.key,
-                "protocol": wire.name,
-                "model": body.get("model"),
-                "path": request.url.path,
-            },
+            {"path": request.url.path},
         )
-        step = exchange.start()
-        await driver.carry_out(step)
-        first = step.request
-        assert first is not None
-        if first.changed and len(raw) > LARGE_BODY_BYTES:
-            content = await anyio.to_thread.run_sync(driver.content_of, first)
-        else:
-            content = driver.content_of(first)
 
         async def finished(completed: bool) -> None:
-            await driver.aclose()
+            await rescue.aclose()
             if not completed:
                 self.totals.upstream_cancelled += 1
-            if engine.started:
-                self.totals.add(engine.stats)
+            if rescue.engine.started:
+                self.totals.add(rescue.engine.stats)
 
-        opened = await _until_disconnect(request, driver.send(first, content))
-        if isinstance(opened, _Gone):
+        answer = await _until_disconnect(request, rescue.answer())
+        if isinstance(answer, _Gone):
             await finished(False)
             return Response(status_code=499)
-        if isinstance(opened, UpstreamError):
+        if isinstance(answer, UpstreamError):
             await finished(True)
-            return _gateway_response(wire, opened)
-        upstream = opened
-        if exchange.passes_through(upstream.status):
-            # the client's retry policy keys off these: pass status, headers and body through
-            payload = await _until_disconnect(request, upstream.read())
-            await finished(not isinstance(payload, _Gone))
-            if isinstance(payload, _Gone):
-                return Response(status_code=499)
-            if isinstance(payload, UpstreamError):
-                return _gateway_response(wire, payload)
-            headers = response_headers(upstream.headers, decoded=True)
-            return Response(payload, upstream.status, headers)
-        if exchange.streaming:
-            headers = response_headers(upstream.headers, decoded=True)
-            headers["content-type"] = wire.stream_media_type
-            headers.setdefault("cache-control", "no-cache")
-            chunks = driver.stream(upstream)
+            return _gateway_response(prepared.wire, answer)
+        chunks = answer.chunks
+        if chunks is None:
+            await finished(True)
+            return Response(answer.body, answer.status, answer.headers)
 
-            async def on_close(completed: bool) -> None:
-                await chunks.aclose()
-                await finished(completed)
+        async def on_close(completed: bool) -> None:
+            await chunks.aclose()
+            await finished(completed)
 
-            return ClosingStreamingResponse(chunks, on_close, headers=headers)
-        result = await _until_disconnect(request, driver.whole(upstream))
-        await finished(not isinstance(result, _Gone))
-        if isinstance(result, _Gone):
-            return Response(status_code=499)
-        if isinstance(result, UpstreamError):
-            return _gateway_response(wire, result)
-        status, payload = result
-        headers = response_headers(upstream.headers, decoded=True) if status == 200 else {}
-        headers["content-type"] = "application/json"
-        return Response(payload, status, headers)
+        return ClosingStreamingResponse(chunks, on_close, headers=answer.headers)
 
 
 async def _until_disconnect(request: Request, work: Awaitable[T]) -> T | UpstreamError | _Gone:
@@ -336,11 +250,6 @@ async def _until_disconnect(request: Request, work: Awaitable[T]) -> T | Upstrea
         group.start_soon(run)
         group.start_soon(watch)
     return outcome[0] if outcome else _Gone()
-
-
-def _bad_request(wire: Wire, problem: str) -> Response:
-    error = EmitError("malformed", f"invalid request body: {problem}", "invalid_request_error")
-    return Response(jsonfast.dumps(wire.error_body(error)), 400, media_type="application/json")
 
 
 def _gateway_response(wire: Wire, err: UpstreamError) -> Response:

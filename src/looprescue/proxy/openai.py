@@ -38,7 +38,9 @@ from ..rescue.events import (
     Usage,
     UsageReported,
 )
+from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
+from .history import openai_history
 from .sse import SSEEvent, format_event
 from .wire import (
     Malformed,
@@ -179,6 +181,11 @@ class OpenAIWire(Wire):
         if config.retryPresencePenalty is not None:
             out["presence_penalty"] = config.retryPresencePenalty
         return out
+
+    def prune_history(
+        self, body: Mapping[str, Any], pruner: HistoryPruner
+    ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:
+        return openai_history(body, pruner, _REASONING_FIELDS)
 
 
 # --------------------------------------------------------------------------- decoding

@@ -7,7 +7,8 @@ A :class:`Wire` is chosen once per client request (:func:`wire_for`) and holds:
   decoding of a complete response into events;
 * the message envelope and the error body;
 * the request side (``rescue.continuation.RequestEditor``): how to add a user or an assistant
-  message and the retry overrides to a request body, and what a valid request body looks like.
+  message and the retry overrides to a request body, how to prune loops out of its history,
+  and what a valid request body looks like.
 
 Nothing outside a wire object branches on the protocol.
 """
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 from ..config import LoopRescueConfig
 from ..rescue.continuation import KeptWork
 from ..rescue.events import ClientItem, EmitError, FinishReported, StopReason, UpstreamEvent
+from ..rescue.sanitize import HistoryCut, HistoryPruner
 from .sse import SSEEvent
 
 
@@ -91,6 +93,12 @@ class Wire(ABC):
     def with_retry_overrides(
         self, body: Mapping[str, Any], config: LoopRescueConfig
     ) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def prune_history(
+        self, body: Mapping[str, Any], pruner: HistoryPruner
+    ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:
+        """Loops cut out of the request's earlier assistant messages (``proxy/history.py``)."""
 
 
 def wire_for(method: str, path: str) -> type[Wire] | None:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from ..config import LoopRescueConfig
 from . import marker as notes
 from .marker import Lang
+from .sanitize import HistoryCut, HistoryPruner
 
 # FORMAT.md §10.4: payloads DSH means to send exactly once per client request.
 DSH_ONCE_ONLY_FIELDS = ("dsh_session_log", "dsh_plugin_packages")
@@ -56,7 +57,8 @@ class LoopSummary:
 
 
 class RequestEditor(Protocol):
-    """How one protocol adds messages to a request body (implemented by its wire object).
+    """How one protocol adds messages to a request body and prunes its history (implemented by
+    its wire object).
 
     Each method returns a new body and leaves ``body`` unchanged."""
 
@@ -67,6 +69,10 @@ class RequestEditor(Protocol):
     def with_retry_overrides(
         self, body: Mapping[str, Any], config: LoopRescueConfig
     ) -> Mapping[str, Any]: ...
+
+    def prune_history(
+        self, body: Mapping[str, Any], pruner: HistoryPruner
+    ) -> tuple[dict[str, Any] | None, list[HistoryCut]]: ...
 
 
 def strip_dsh_fields(body: Mapping[str, Any]) -> dict[str, Any]:

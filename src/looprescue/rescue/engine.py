@@ -76,6 +76,7 @@ from .events import (
 )
 from .marker import Lang
 from .release import Released, ReleaseQueue
+from .sanitize import HistoryCache, HistoryCut, sanitize_history
 
 _UNLIMITED = 1 << 62
 _WATCHED: dict[str, frozenset[str]] = {
@@ -119,6 +120,11 @@ class RescueStats:
     marker_chars: int = 0
     max_held_chars: int = 0
     hits: list[dict[str, Any]] = field(default_factory=list)
+    # loops cut out of the request's history before it went upstream (``sanitize.py``)
+    history_removed_chars: int = 0
+    history_cuts: list[HistoryCut] = field(default_factory=list)
+    # each upstream failure the engine saw: the HTTP status, else the failure's kind
+    upstream_errors: list[str] = field(default_factory=list)
 
 
 class _Attempt:
@@ -166,10 +172,16 @@ class RescueEngine:
         conversation: ConversationState | None = None,
         lang: Lang = "en",
         detector_factory: Callable[[], Any] | None = None,
+        *,
+        history_cache: HistoryCache | None = None,
+        conversation_key: str = "",
     ) -> None:
         self.config = config
         self.editor = editor
         self.request_body = request_body
+        self._client_body = request_body
+        self._history_cache = history_cache
+        self._conversation_key = conversation_key
         self.conversation = conversation if conversation is not None else ConversationState()
         self.lang = lang
         self.stats = RescueStats()
@@ -239,7 +251,11 @@ class RescueEngine:
         return self.state is not EngineState.AWAITING_START
 
     def start(self) -> list[EngineOutput]:
-        """The first upstream request: the client's body, nudged or tweaked when due."""
+        """The first upstream request: the client's body, its history sanitized, nudged or
+        tweaked when due."""
+        out: list[EngineOutput] = []
+        if self.config.sanitizeHistory:
+            out += self._sanitize_history()
         body = self.request_body
         conversation = self.conversation
         changed = False
@@ -250,11 +266,27 @@ class RescueEngine:
             changed = True
             if has_retry_overrides(self.config):
                 body = self.editor.with_retry_overrides(body, self.config)
-        out: list[EngineOutput] = []
         if changed:
             out.append(SaveConversation(conversation.copy()))
-        out.append(SendRequest(body, 0, changed=body is not self.request_body))
+        out.append(SendRequest(body, 0, changed=body is not self._client_body))
         return out
+
+    def _sanitize_history(self) -> list[EngineOutput]:
+        """Old loops out of the request's history (continuations are built on the result)."""
+        result = sanitize_history(
+            self.editor,
+            self.request_body,
+            self.config,
+            self._history_cache,
+            self._conversation_key,
+        )
+        if not result.changed:
+            return []
+        if self._acting:
+            self.request_body = result.body
+            self.stats.history_removed_chars += result.removed_chars
+            self.stats.history_cuts += result.cuts
+        return [AuditRecord("history", {**result.audit(), "mode": self.config.mode})]
 
     def feed(self, event: UpstreamEvent) -> list[EngineOutput]:
         """Process one upstream event; return what to do, in order."""
@@ -608,9 +640,11 @@ class RescueEngine:
     def _on_resume_failed(self, event: UpstreamFailed | ResumeTimedOut) -> list[EngineOutput]:
         if isinstance(event, ResumeTimedOut):
             reason = f"no response within {event.waited_ms} ms"
+            self.stats.upstream_errors.append("timeout")
         else:
             status = f"HTTP {event.status}: " if event.status else ""
             reason = f"{status}{notes.shorten(event.message, 120)}"
+            self.stats.upstream_errors.append(_error_label(event))
         self.stats.resume_failures += 1
         out: list[EngineOutput] = [
             CloseUpstream("resume failed"),
@@ -643,4 +677,10 @@ class RescueEngine:
 
     def _end_with_error(self, failure: UpstreamFailed) -> list[EngineOutput]:
         self.state = EngineState.DONE
+        self.stats.upstream_errors.append(_error_label(failure))
         return [EmitError(failure.kind, failure.message, failure.error_type, failure.status)]
+
+
+def _error_label(failure: UpstreamFailed) -> str:
+    """An upstream failure in a word: its HTTP status, else its kind."""
+    return str(failure.status) if failure.status else failure.kind

@@ -1,0 +1,225 @@
+"""What every adapter of the rescue engine shares: the proxy, the SDK wrapper and the LiteLLM
+callback each move bytes their own way, and all three judge a request, build its exchange and
+account for it here, with one config, one set of conversation states, one history cache, one
+audit log and one set of metrics.
+
+:meth:`RescueService.judge` says whether a protocol request is rescued (None: it goes upstream
+untouched; :class:`Rejected`: the protocol's 400). :meth:`RescueService.open` builds the engine,
+the exchange and the driver of a rescued request and runs the engine's start (history
+sanitization, stall nudge, retry overrides), off the event loop for a large body.
+:meth:`RescueService.finished` counts the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..config import LoopRescueConfig
+from ..rescue.conversation import conversation_key, conversation_language
+from ..rescue.engine import RescueEngine, applies_to
+from ..rescue.events import EmitError, SendRequest
+from ..rescue.marker import Lang
+from ..rescue.sanitize import HistoryCache
+from . import jsonfast
+from .audit import AuditLog
+from .driver import ExchangeDriver
+from .exchange import Exchange
+from .state import StateStore, open_store
+from .upstream import Transport, response_headers
+from .wire import Wire
+
+# Request bodies larger than this are parsed and serialized in a worker thread, and ones larger
+# than START_OFF_LOOP_BYTES are started there (history sanitization reads the history's new
+# texts at about 2 MB/s), so one long conversation does not hold up the event loop and every
+# other stream on it.
+LARGE_BODY_BYTES = 1 << 20
+START_OFF_LOOP_BYTES = 16 << 10
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A protocol request the engine acts on."""
+
+    wire: Wire
+    body: dict[str, Any]
+    key: str  # the conversation
+    lang: Lang
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A protocol request whose body the engine cannot act on: the client gets a 400."""
+
+    wire: Wire
+    problem: str
+
+    def error_body(self) -> bytes:
+        message = f"invalid request body: {self.problem}"
+        error = EmitError("malformed", message, "invalid_request_error")
+        return jsonfast.dumps(self.wire.error_body(error))
+
+
+@dataclass
+class Answer:
+    """What the client of a rescued request gets: a whole body, or a stream of body chunks."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    chunks: AsyncIterator[bytes] | None = None
+
+
+@dataclass
+class Rescue:
+    """One rescued request: its engine, exchange and driver, and its first upstream request."""
+
+    engine: RescueEngine
+    exchange: Exchange
+    driver: ExchangeDriver
+    first: SendRequest
+    content: bytes  # the first request's body bytes (the client's own when unchanged)
+
+    async def answer(self) -> Answer:
+        """Send the first request; the client's answer: the upstream's own HTTP error as it
+        came (the client's retry policy keys off its status, headers and body), the rescued
+        stream (to be read to its end or closed), or the rescued whole body. Raises
+        ``UpstreamError`` when the upstream cannot be reached or breaks before the body."""
+        exchange, driver = self.exchange, self.driver
+        upstream = await driver.send(self.first, self.content)
+        headers = response_headers(upstream.headers, decoded=True)
+        if exchange.passes_through(upstream.status):
+            return Answer(upstream.status, headers, await upstream.read())
+        if exchange.streaming:
+            headers["content-type"] = exchange.wire.stream_media_type
+            headers.setdefault("cache-control", "no-cache")
+            return Answer(200, headers, chunks=driver.stream(upstream))
+        status, payload = await driver.whole(upstream)
+        if status != 200:
+            headers = {}
+        headers["content-type"] = "application/json"
+        return Answer(status, headers, payload)
+
+    async def aclose(self) -> None:
+        """Close every upstream response of the request (idempotent)."""
+        await self.driver.aclose()
+
+
+class RescueService:
+    """Judges, builds and accounts for the rescued requests of one adapter."""
+
+    def __init__(
+        self,
+        config: LoopRescueConfig,
+        store: StateStore | None = None,
+        *,
+        detector_factory: Callable[[], Any] | None = None,
+        history: HistoryCache | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store if store is not None else open_store(None, config.proxy.maxConversations)
+        self.audit = AuditLog(config.proxy.auditLog) if config.proxy.auditLog else None
+        self.history = history if history is not None else HistoryCache()
+        self.detector_factory = detector_factory
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+        if self.audit is not None:
+            self.audit.close()
+
+    # ------------------------------------------------------------------ judging
+
+    async def judge(
+        self, wire_class: type[Wire], headers: Mapping[str, str], raw: bytes
+    ) -> Prepared | Rejected | None:
+        """:meth:`judge_now`, in a worker thread for a large body."""
+        if len(raw) > LARGE_BODY_BYTES:
+            return await anyio.to_thread.run_sync(self.judge_now, wire_class, headers, raw)
+        return self.judge_now(wire_class, headers, raw)
+
+    def judge_now(
+        self, wire_class: type[Wire], headers: Mapping[str, str], raw: bytes
+    ) -> Prepared | Rejected | None:
+        """Parse and judge a protocol request body: None when it goes upstream untouched (not
+        JSON: the upstream judges it), :class:`Rejected` for a body the engine cannot act on,
+        else what the exchange needs."""
+        try:
+            body = jsonfast.loads(raw)
+        except ValueError:
+            return None
+        return self.judge_body(wire_class, headers, body)
+
+    def judge_body(
+        self, wire_class: type[Wire], headers: Mapping[str, str], body: Any
+    ) -> Prepared | Rejected | None:
+        if not isinstance(body, dict):
+            return Rejected(wire_class(), "request body must be a JSON object")
+        wire = wire_class(body)
+        model = body.get("model")
+        if not applies_to(self.config, model if isinstance(model, str) else None):
+            return None
+        problem = wire.request_problem(body)
+        if problem is not None:
+            return Rejected(wire, problem)
+        if not wire.rescues(body):
+            return None
+        key = conversation_key(headers, body)
+        return Prepared(wire, body, key, conversation_language(body, self.config.language))
+
+    # ------------------------------------------------------------------ building
+
+    async def open(
+        self,
+        prepared: Prepared,
+        transport: Transport,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        raw: bytes,
+        context: Mapping[str, Any] | None = None,
+    ) -> Rescue:
+        """The exchange of a rescued request, started: its first request is ready to send."""
+        config, body, wire = self.config, prepared.body, prepared.wire
+        state = await self.store.load(prepared.key)
+        engine = RescueEngine(
+            config,
+            wire,
+            body,
+            state,
+            prepared.lang,
+            self.detector_factory,
+            history_cache=self.history,
+            conversation_key=prepared.key,
+        )
+        exchange = Exchange(engine, wire, streaming=body.get("stream") is True)
+        driver = ExchangeDriver(
+            exchange,
+            transport,
+            config,
+            url,
+            headers,
+            raw,
+            self.store,
+            prepared.key,
+            self.audit,
+            {
+                "conversation": prepared.key,
+                "protocol": wire.name,
+                "model": body.get("model"),
+                **(context or {}),
+            },
+        )
+        if len(raw) > START_OFF_LOOP_BYTES:
+            step = await anyio.to_thread.run_sync(exchange.start)
+        else:
+            step = exchange.start()
+        await driver.carry_out(step)
+        first = step.request
+        assert first is not None
+        if first.changed and len(raw) > LARGE_BODY_BYTES:
+            content = await anyio.to_thread.run_sync(driver.content_of, first)
+        else:
+            content = driver.content_of(first)
+        return Rescue(engine, exchange, driver, first, content)
