@@ -32,6 +32,7 @@ from ..rescue.events import EmitError
 from . import jsonfast
 from .anthropic import AnthropicWire
 from .driver import gateway_status
+from .endpoints import own_routes
 from .http1 import Http1Transport
 from .relay import ClosingStreamingResponse, relayed_body
 from .service import Prepared, Rejected, RescueService
@@ -79,11 +80,13 @@ def create_app(
     transport: Transport | None = None,
     store: StateStore | None = None,
     detector_factory: Callable[[], Any] | None = None,
+    metrics_registry: Any = None,
 ) -> Starlette:
     """The proxy as an ASGI app forwarding to ``upstream_url`` (scheme://host[:port][/base]).
     ``transport`` and ``store`` replace the default upstream client and in-process state;
-    ``detector_factory`` the detector each response's engine uses."""
-    proxy = Proxy(config, upstream_url, transport, store, detector_factory)
+    ``detector_factory`` the detector each response's engine uses; ``metrics_registry`` the
+    prometheus-client registry counted into and served at ``/metrics`` (None: the default)."""
+    proxy = Proxy(config, upstream_url, transport, store, detector_factory, metrics_registry)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -94,11 +97,12 @@ def create_app(
 
     app = Starlette(
         routes=[
+            *own_routes(metrics_registry),
             Route(
                 "/{path:path}",
                 proxy.handle,
                 methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
-            )
+            ),
         ],
         lifespan=lifespan,
     )
@@ -119,6 +123,7 @@ class Proxy:
         transport: Transport | None = None,
         store: StateStore | None = None,
         detector_factory: Callable[[], Any] | None = None,
+        metrics_registry: Any = None,
     ) -> None:
         parsed = httpx.URL(upstream_url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
@@ -127,7 +132,10 @@ class Proxy:
             )
         self.config = config
         self.upstream = upstream_url.rstrip("/")
-        self.service = RescueService(config, store, detector_factory=detector_factory)
+        self.service = RescueService(
+            config, store, detector_factory=detector_factory, metrics_registry=metrics_registry
+        )
+
         self.totals = ProxyTotals()
         self._transport = transport
 
@@ -204,7 +212,7 @@ class Proxy:
         )
 
         async def finished(completed: bool) -> None:
-            await rescue.aclose()
+            await self.service.finished(rescue)
             if not completed:
                 self.totals.upstream_cancelled += 1
             if rescue.engine.started:

@@ -45,6 +45,7 @@ class ExchangeDriver:
     context: dict[str, Any] = field(default_factory=dict)
     clock: RequestClock = field(default_factory=RequestClock)
     resume_started_ms: int | None = None
+    first_byte_ms: int | None = None  # when the first client bytes of a stream were ready
     _open: list[UpstreamResponse] = field(default_factory=list)
 
     # ------------------------------------------------------------------ steps
@@ -118,6 +119,8 @@ class ExchangeDriver:
             if step.save is not None or step.audit:
                 await self.carry_out(step)
             if step.client:
+                if self.first_byte_ms is None:
+                    self.first_byte_ms = self.clock.elapsed_ms()
                 yield step.client
             if exchange.reading:
                 continue

@@ -13,12 +13,13 @@ sanitization, stall nudge, retry overrides), off the event loop for a large body
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from ..config import LoopRescueConfig
+from ..metrics import metrics_for
 from ..rescue.conversation import conversation_key, conversation_language
 from ..rescue.engine import RescueEngine, applies_to
 from ..rescue.events import EmitError, SendRequest
@@ -29,7 +30,7 @@ from .audit import AuditLog
 from .driver import ExchangeDriver
 from .exchange import Exchange
 from .state import StateStore, open_store
-from .upstream import Transport, response_headers
+from .upstream import Transport, UpstreamError, response_headers
 from .wire import Wire
 
 # Request bodies larger than this are parsed and serialized in a worker thread, and ones larger
@@ -82,6 +83,11 @@ class Rescue:
     driver: ExchangeDriver
     first: SendRequest
     content: bytes  # the first request's body bytes (the client's own when unchanged)
+    adapter: str = "proxy"
+    # failures of the first request the engine never saw: an HTTP error status passed to the
+    # client as it came, or the upstream unreachable
+    first_errors: list[str] = field(default_factory=list)
+    finished: bool = False
 
     async def answer(self) -> Answer:
         """Send the first request; the client's answer: the upstream's own HTTP error as it
@@ -89,9 +95,14 @@ class Rescue:
         stream (to be read to its end or closed), or the rescued whole body. Raises
         ``UpstreamError`` when the upstream cannot be reached or breaks before the body."""
         exchange, driver = self.exchange, self.driver
-        upstream = await driver.send(self.first, self.content)
+        try:
+            upstream = await driver.send(self.first, self.content)
+        except UpstreamError as err:
+            self.first_errors.append(err.kind)
+            raise
         headers = response_headers(upstream.headers, decoded=True)
         if exchange.passes_through(upstream.status):
+            self.first_errors.append(str(upstream.status))
             return Answer(upstream.status, headers, await upstream.read())
         if exchange.streaming:
             headers["content-type"] = exchange.wire.stream_media_type
@@ -102,10 +113,6 @@ class Rescue:
             headers = {}
         headers["content-type"] = "application/json"
         return Answer(status, headers, payload)
-
-    async def aclose(self) -> None:
-        """Close every upstream response of the request (idempotent)."""
-        await self.driver.aclose()
 
 
 class RescueService:
@@ -118,12 +125,16 @@ class RescueService:
         *,
         detector_factory: Callable[[], Any] | None = None,
         history: HistoryCache | None = None,
+        metrics_registry: Any = None,
     ) -> None:
+        """``metrics_registry``: the prometheus-client registry counted into (None: the
+        process's default registry)."""
         self.config = config
         self.store = store if store is not None else open_store(None, config.proxy.maxConversations)
         self.audit = AuditLog(config.proxy.auditLog) if config.proxy.auditLog else None
         self.history = history if history is not None else HistoryCache()
         self.detector_factory = detector_factory
+        self.metrics = metrics_for(metrics_registry)
 
     async def aclose(self) -> None:
         await self.store.aclose()
@@ -179,8 +190,12 @@ class RescueService:
         headers: Sequence[tuple[str, str]],
         raw: bytes,
         context: Mapping[str, Any] | None = None,
+        adapter: str = "proxy",
+        off_loop: bool | None = None,
     ) -> Rescue:
-        """The exchange of a rescued request, started: its first request is ready to send."""
+        """The exchange of a rescued request, started: its first request is ready to send.
+        ``adapter`` names who serves it in the metrics (proxy, sdk, litellm); ``off_loop``
+        starts it in a worker thread (None: when ``raw`` is large)."""
         config, body, wire = self.config, prepared.body, prepared.wire
         state = await self.store.load(prepared.key)
         engine = RescueEngine(
@@ -211,8 +226,9 @@ class RescueService:
                 **(context or {}),
             },
         )
-        if len(raw) > START_OFF_LOOP_BYTES:
+        if off_loop if off_loop is not None else len(raw) > START_OFF_LOOP_BYTES:
             step = await anyio.to_thread.run_sync(exchange.start)
+
         else:
             step = exchange.start()
         await driver.carry_out(step)
@@ -222,4 +238,25 @@ class RescueService:
             content = await anyio.to_thread.run_sync(driver.content_of, first)
         else:
             content = driver.content_of(first)
-        return Rescue(engine, exchange, driver, first, content)
+        return Rescue(engine, exchange, driver, first, content, adapter)
+
+    async def finished(self, rescue: Rescue) -> None:
+        """The request is over, however it ended: close its upstream responses and count it
+        (once)."""
+        await rescue.driver.aclose()
+        if rescue.finished:
+            return
+        rescue.finished = True
+        driver = rescue.driver
+        duration_ms = driver.clock.elapsed_ms()
+        first_byte_ms = driver.first_byte_ms
+        if first_byte_ms is None and not rescue.exchange.streaming and rescue.engine.done:
+            first_byte_ms = duration_ms  # a whole body: its first byte went with the rest
+        self.metrics.response(
+            rescue.exchange.wire.name,
+            rescue.adapter,
+            rescue.engine.stats,
+            errors=rescue.first_errors + rescue.engine.stats.upstream_errors,
+            duration_s=duration_ms / 1000,
+            first_byte_s=None if first_byte_ms is None else first_byte_ms / 1000,
+        )
