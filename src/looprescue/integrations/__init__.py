@@ -1,0 +1,1 @@
+"""looprescue inside other tools (each an optional extra: ``looprescue[litellm]``)."""
