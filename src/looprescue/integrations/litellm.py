@@ -59,7 +59,6 @@ _CHAT_CALLS = frozenset({"completion", "acompletion"})
 _JSON_TYPES = (str, int, float, bool, list, dict, type(None))
 
 
-
 def client_body(data: Mapping[str, Any]) -> dict[str, Any]:
     """The request fields of LiteLLM's request ``data``, without what LiteLLM keeps there for
     itself (its call id, logging object, key metadata: objects, not request JSON)."""
