@@ -24,6 +24,7 @@ from tests.support.scripted_upstream import (
 import looprescue
 from looprescue.config import ConfigError
 from looprescue.proxy.service import RescueService
+from looprescue.proxy.state import LocalStates
 from looprescue.pruning import cut_text, first_hit
 
 CONTINUATION = ScriptedResponse(reasoning="Resuming without repeating.", text="Final answer.")
@@ -278,9 +279,30 @@ def test_an_unreachable_upstream_is_the_sdks_connection_error() -> None:
 
 
 def test_a_stream_broken_mid_way_is_the_sdks_error(scripted_upstream: ScriptedUpstream) -> None:
-    scripted_upstream.enqueue(ScriptedResponse(text="Partial answer that stops.", cut_after=5))
-    with pytest.raises(openai.APIError):
+    broken = ScriptedResponse(text="Partial answer that stops.", cut_after=5)
+    scripted_upstream.enqueue(broken, broken)
+    with pytest.raises(openai.APIError, match="upstream"):
         openai_call(looprescue.wrap(openai_client(scripted_upstream)), True, False)
+    with pytest.raises(anthropic.APIError, match="upstream"):
+        anthropic_call(looprescue.wrap(anthropic_client(scripted_upstream)), True, False)
+
+
+def test_conversation_state_lives_in_the_given_store(scripted_upstream: ScriptedUpstream) -> None:
+    """The cap counts resumes per conversation in the store the wrapper is given: with
+    maxConsecutiveRescues 1, the second looping answer in a row is cut, not resumed."""
+    store = LocalStates(16)
+    client = looprescue.wrap(
+        openai_client(scripted_upstream), {"maxConsecutiveRescues": 1}, store=store
+    )
+    scripted_upstream.enqueue(corpus_response(REASONING_LOOP), CONTINUATION)
+    scripted_upstream.enqueue(corpus_response(REASONING_LOOP))
+    first, _, _ = openai_call(client, True, False)
+    second, text, _ = openai_call(client, True, False)
+    assert first.endswith(CONTINUATION.reasoning)
+    assert second.startswith(kept_part(REASONING_LOOP)) and "〔" in second
+    assert "not resumed again" in text and len(scripted_upstream.agent_requests()) == 3
+
+    assert len(store.lru) == 1
 
 
 def test_a_bad_config_fails_naming_the_key(scripted_upstream: ScriptedUpstream) -> None:
