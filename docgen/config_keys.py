@@ -43,7 +43,6 @@ MEANINGS = {
     " unchanged.",
     "sanitizeHistory": "Cut loops out of the earlier assistant messages of each request before"
     " it goes upstream, as `clean` cuts them (a request with none goes byte for byte).",
-
     # -- detector
     "detector.cycleMinPeriod": "Shortest repeated unit the cycle rule looks for (chars, with"
     " runs of digits or whitespace folded to one).",
