@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lint docs clean
+.PHONY: demo test bench lint docs clean e2e
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# The real model (SmolLM2-135M via llama-cpp-python, its own venv in e2e/.venv) through the
+# real proxy; not part of `test`. E2E_ARGS passes flags on, e.g. E2E_ARGS="--set retryTemperature=0.7".
+e2e: $(STAMP)
+	$(BIN)/python -m e2e.run $(E2E_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docgen
