@@ -71,10 +71,17 @@ class UnitRun:
         units.append((key, start))
         if key is not None:
             counts[key] = counts.get(key, 0) + 1
-        self._score += (1.0 - self._coverage) if key is not None else -self._coverage
+            self._score += 1.0 - self._coverage
+        else:
+            self._score -= self._coverage
         if len(units) > self._horizon:
             self._drop_first()
-        while units and not self._alive():
+        # the candidate may have died: most runs are short and most units fit, so check cheaply
+        while units and (
+            self._score < 0.0
+            or (len(units) > self._repeat_within and not self._repeats_soon(0))
+            or (len(counts) > self._max_members and not self._may_reach_coverage())
+        ):
             self._drop_first()
 
     def _alive(self) -> bool:

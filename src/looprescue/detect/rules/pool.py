@@ -20,7 +20,6 @@ re-emitting) and does not end it.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections import deque
 
 from looprescue.config import DetectorConfig
@@ -69,12 +68,10 @@ class PoolRule:
         self._long_seen: dict[str, None] = {}  # insertion-ordered: oldest first
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
-        self._sorted: list[str] = []  # the window's distinct phrases, for prefix lookups
+
 
     def _inc(self, phrase: str) -> None:
         n = self._counts.get(phrase, 0) + 1
-        if n == 1:
-            insort(self._sorted, phrase)
         self._counts[phrase] = n
         if n == 2:
             self._covered += 2
@@ -85,7 +82,6 @@ class PoolRule:
     def _dec(self, phrase: str) -> None:
         n = self._counts[phrase] - 1
         if n == 0:
-            del self._sorted[bisect_left(self._sorted, phrase)]
             del self._counts[phrase]
         else:
             self._counts[phrase] = n
@@ -170,6 +166,5 @@ class PoolRule:
         return end
 
     def _prefix_of_a_phrase(self, head: str) -> bool:
-        phrases = self._sorted
-        i = bisect_left(phrases, head)
-        return i < len(phrases) and phrases[i].startswith(head)
+        # a few dozen phrases at most, and only asked of an unfinished sentence of 21-40 chars
+        return any(phrase.startswith(head) for phrase in self._counts)
