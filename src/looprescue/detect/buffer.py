@@ -3,8 +3,11 @@
 The folded view is what periodicity is judged on: every number (a run of up to ``NUMBER_DIGITS``
 digits; longer runs keep their further digits) becomes one ``0``. So ``Step 9: …`` and
 ``Step 10: …`` are the same copy (a counter loop stays periodic when its number grows a digit),
-and a chant of digits with no separator is still a chant. Folded offsets map back to raw ones
-through the list of numbers that folding shortened (one entry per multi-digit number).
+and a chant of digits with no separator is still a chant. An ordinal suffix goes the same way:
+the two letters after a number fold to ``th`` when they could be one (``21st``, ``22nd`` and
+``24th`` all read ``0th``), letter for letter and judged only on the chars before them, so the
+fold never waits for text that has not come. Folded offsets map back to raw ones through the
+list of numbers that folding shortened (one entry per multi-digit number).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ NUMBER_DIGITS = 8
 _NUMBERS = re.compile(rf"(?<![0-9])[0-9]{{1,{NUMBER_DIGITS}}}")
 _DIGIT_HEAD = re.compile(r"[0-9]+")
 _DIGIT_TAIL = re.compile(r"[0-9]+$")
+# An ordinal suffix, letter by letter: the first letter after a number, then the second.
+_ORDINAL_FIRST = frozenset("snrt")  # st, nd, rd, th
+_ORDINAL_SECOND = frozenset("tdh")
+_ORDINAL = re.compile(r"(?<=[0-9])[snrt][tdh]?")
 
 
 def _fold_to_byte(err: UnicodeEncodeError) -> tuple[str, int]:
@@ -32,8 +39,25 @@ codecs.register_error("looprescue-fold", _fold_to_byte)
 
 
 def fold(text: str) -> str:
-    """Every number to one ``0`` (the folded view of ``text``)."""
-    return _NUMBERS.sub("0", text)
+    """The folded view of ``text``: every number to one ``0``, its ordinal suffix to ``th``."""
+    return _NUMBERS.sub("0", _ORDINAL.sub(_as_th, text))
+
+
+def _as_th(match: re.Match[str]) -> str:
+    return "th"[: len(match.group())]
+
+
+_DIGITS = frozenset("0123456789")
+
+
+def _ordinal_letters(piece: str, at: int, most: int) -> int:
+    """How many letters of an ordinal suffix begin at ``piece[at]`` (up to ``most``; with
+    ``most`` 1, only the second letter is looked for)."""
+    if most == 1:
+        return 1 if piece[at : at + 1] in _ORDINAL_SECOND and at < len(piece) else 0
+    if at >= len(piece) or piece[at] not in _ORDINAL_FIRST:
+        return 0
+    return 2 if at + 1 < len(piece) and piece[at + 1] in _ORDINAL_SECOND else 1
 
 
 class TextWindow:
@@ -49,6 +73,7 @@ class TextWindow:
         "_run_len",
         "_run_ph",
         "_run_start",
+        "_suffix",
         "base",
         "end",
         "fbase",
@@ -88,6 +113,9 @@ class TextWindow:
         self._run_start = 0
         self._run_ph = 0
         self._run_len = 0
+        # How far into a possible ordinal suffix the text ends: 1 just after a number, 2 after
+        # its first suffix letter, else 0.
+        self._suffix = 0
 
     # -- receiving ------------------------------------------------------------------------
     def sync(self) -> None:
@@ -131,14 +159,19 @@ class TextWindow:
         self.folded = folded
         self.fbytes += digits.encode("ascii")
         self.fend += len(digits)
+        self._suffix = 1
 
     def _append_folded(self, piece: str, raw_start: int) -> None:
         fstart = self.fend
         # One pass over the numbers builds the folded piece and the shortened-run entries.
         parts: list[str] = []
         last = removed = 0
+        if self._suffix:  # the piece may go on with the suffix of the number before it
+            last = _ordinal_letters(piece, 0, 3 - self._suffix)
+            if last:
+                parts.append("th"[self._suffix - 1 : self._suffix - 1 + last])
         fph, rstart, rend = self.run_fph, self.run_rstart, self.run_rend
-        for match in _DIGIT_HEAD.finditer(piece):
+        for match in _DIGIT_HEAD.finditer(piece, last):
             begin, end = match.span()
             parts.append(piece[last:begin])
             size = end - begin
@@ -152,6 +185,10 @@ class TextWindow:
                 removed += cut - begin - 1
                 parts.append("0" + piece[cut:end])  # digits past a number's length stay
             last = end
+            letters = _ordinal_letters(piece, end, 2)
+            if letters:
+                parts.append("th"[:letters])
+                last = end + letters
         if parts:
             parts.append(piece[last:])
             folded_piece = "".join(parts)
@@ -168,8 +205,14 @@ class TextWindow:
             self._run_len = size
             # the number's placeholder: the last folded char unless digits past it were kept
             self._run_ph = self.fend - 1 - max(0, size - NUMBER_DIGITS)
+            self._suffix = 1
         else:
             self._run_len = 0
+            tail = folded_piece[-2:]
+            if tail[-1] == "t" and (tail[:-1] in _DIGITS if len(tail) == 2 else self._suffix == 1):
+                self._suffix = 2  # ends in a suffix's first letter (already folded to "t")
+            else:
+                self._suffix = 0
 
     # -- forgetting -----------------------------------------------------------------------
     def trim(self, done: int) -> None:

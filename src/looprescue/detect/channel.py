@@ -5,6 +5,7 @@ from __future__ import annotations
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.nearcopy import extend_over_near_copies
 from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.lines import LinesRule
 from looprescue.detect.rules.paragraph import ParagraphRule
@@ -105,7 +106,12 @@ class ChannelDetector:
             self._done = checkpoint
         self.wait_until = self._done + STRIDE
         if eager and self.hit is None:
-            self.hit = self._segmenter.scan_to(win, win.end - 1)
+            hit = self._segmenter.scan_to(win, win.end - 1)
+            self.hit = (
+                extend_over_near_copies(win, hit, self._segmenter.fenced)
+                if hit is not None
+                else None
+            )
         win.trim(self._done)
         self._segmenter.forget_fences_before(win.base)
 
@@ -118,14 +124,17 @@ class ChannelDetector:
             hit = self._paragraph.at_checkpoint(win, cp)
         if hit is None:
             hit = self._periodic.at_checkpoint(win, cp, self._segmenter)
-        return hit
+        return (
+            extend_over_near_copies(win, hit, self._segmenter.fenced) if hit is not None else None
+        )
 
     def safe_offset(self) -> int:
         """Chars of this channel that no future hit can prune (a proxy may release them)."""
         if self.hit is None:
             self._advance(final=False, eager=True)
         if self.hit is not None:
-            return self.hit.prune_offset
+            # the rule's own cut: what was released before the hit never passes it
+            return self.hit.prune_offset + self.hit.lead_in
         win = self._win
         end = win.end
         tail, tail_start = self._segmenter.tail(win)

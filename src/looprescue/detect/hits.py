@@ -17,6 +17,10 @@ class Hit:
     ``prune_offset`` is how many chars to keep: everything from there on is loop text.
     ``loop_start``..``fired_at`` is the loop span as seen when the rule fired (the first copy,
     which is kept, starts at ``loop_start``).
+    ``lead_in`` is how far ``prune_offset`` lies before the cut the rule itself found: near-copies
+    of the loop that led into it (``detect.nearcopy``). They are loop text and are pruned, but
+    no watermark could hold them back without holding all text, so a stream may have released
+    them; the watermark's promise is about the rule's own cut, ``prune_offset + lead_in``.
     """
 
     rule: str
@@ -27,6 +31,7 @@ class Hit:
     repeats: float
     period: int | None
     evidence: str
+    lead_in: int = 0
 
     @property
     def loop_chars(self) -> int:

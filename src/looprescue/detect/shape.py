@@ -22,8 +22,9 @@ _CODE_LINE = re.compile(
     (?: [{};,(\[] | \):? | => | \)\s*\{ ) \s* $          # ends like a statement or a block
     | ^ \s* [}\])]                                       # closes a block
     | ^ \s* (?: def | class | function | fn | func | const | let | var | return | import
-              | from | \#include | \#define | public | private | static | async | await
+              | \#include | \#define | public | private | static | async | await
               | SELECT | INSERT | UPDATE | DELETE | CREATE | VALUES | WHERE ) \b
+    | ^ \s* from \s+ [\w.]+ \s+ import \b                # not "from the 3rd day"
     | " [^"\n]* " \s* :                                  # a JSON key
     | ^ \s* [\w.$-]+ \s* [:=] \s* \S .* [;,]? \s* $      # key: value / name = value
     | </? [A-Za-z][\w-]* [^>]* >                         # a markup tag

@@ -1,0 +1,214 @@
+"""Where a periodic loop really starts when its first copies were near-copies.
+
+The periodic rules find where a loop repeats exactly. Real models often come into a loop
+through near-copies first: the sentence with a clause appended (``It walked into the next room,
+and then into the next room.``), a line with a word changed (``- Saturday: Day 8 (LUNCH)``
+before a run of ``- Saturday: Lunch (LUNCH)``), or the loop's own lines in another order. Those
+belong to the loop, and cutting after them keeps loop text in front of the user and in the
+history. (The pool and lines rules count variants in already and place their onset where their
+batch first appeared, so they are left as they are.)
+
+So once a periodic rule has fired, the segments (lines, or sentences when the loop has no line
+structure) right before its onset are walked back one by one, as long as each is a near-copy of
+a segment of the loop: the same after folding numbers, case and whitespace; one the start of the
+other; or, in prose, a word or two apart. A line may also hold the loop's sentences. The first
+segment that is none of these stops the walk; nothing chains (a segment is compared with the
+loop, never with another walked-over segment), so the walk cannot drift into text that merely
+resembles what came before it. In code (fenced, or lines that read as code) only exact copies
+count: lines that differ in one identifier are what code is made of.
+
+When the walk passed only exact copies, the earliest is the loop's first copy and is kept, as a
+periodic loop's first copy always is; after near-copies nothing of the loop is kept. The walk is
+pure: it reads the window the rule fired on, no further back than the text every chunking still
+holds at that checkpoint. A stream may have released the near-copies already (no watermark
+could hold them without holding all text): ``Hit.lead_in`` says how far the cut moved back, and
+a consumer counts what it had released past the cut as leaked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+
+from looprescue.detect.buffer import TextWindow, fold
+from looprescue.detect.hits import Hit
+
+# Segments of the loop compared against (the first ones after its onset), and segments walked
+# back at most: a loop's lead-in of near-copies is a handful of lines or sentences, and both
+# bounds keep the work per hit small.
+LOOP_SEGMENTS = 64
+MAX_WALK = 256
+# Rules that find a loop by its exact period: their onset is where the exact repetition
+# begins, so near-copies before it are left to find. (A pool or lines rule counts variants
+# in already and places its onset where its batch first appeared.)
+PERIODIC_RULES = frozenset({"cycle", "counter", "paragraph"})
+# A word is a run of Latin letters; every other visible char (CJK, punctuation) is a token of
+# its own, so "a word or two" means a char or two in CJK text.
+_TOKEN = re.compile(r"[A-Za-z\u00c0-\u024f]+|[0-9]+|\S")
+# Code, fenced or not: lines that differ in one identifier are what code is made of, so only
+# exact copies count there.
+_CODE = re.compile(
+    r"^\s*(?:import|from|#include|#define|def|class|return|const|let|var|public|private|"
+    r"static|function|fn|func|SELECT|INSERT|UPDATE|DELETE|CREATE)\b|[;{},]\s*$|\s=\s",
+    re.MULTILINE,
+)
+_LINE = re.compile(r"[^\n]*\n|[^\n]+$")
+_SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？]+|[.!?]+(?=\s|$)|\n|$)[ \t]*")
+_END_MARKS = frozenset(".。!！?？;；,，:：、")
+# The shortest segment (in tokens) that may be "the start of the other", or differ in one or two
+# tokens from it: shorter ones say too little to be called a copy.
+PREFIX_MIN_TOKENS = 6
+ONE_EDIT_MIN_TOKENS = 6
+TWO_EDITS_MIN_TOKENS = 10
+
+
+def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], bool]) -> Hit:
+    """``hit`` with its onset moved back over the near-copies right before it (and nothing of
+    the loop kept), or ``hit`` itself when the segment before its onset is no near-copy.
+    ``fenced(offset)`` tells whether a raw offset is inside a code fence."""
+    if hit.rule not in PERIODIC_RULES:
+        return hit  # a pool or lines rule already found where its batch first appeared
+    start = hit.loop_start
+    floor = max(win.base, hit.fired_at - win.keep)
+    if start <= floor:
+        return hit
+    loop_text = win.slice(start, hit.fired_at)
+    by_lines = loop_text.count("\n") >= 2
+    split = _LINE if by_lines else _SENTENCE
+    in_loop = _segments(split, loop_text)[: LOOP_SEGMENTS + 1]
+    if in_loop and (len(in_loop) > LOOP_SEGMENTS or not _complete(in_loop[-1], by_lines)):
+        in_loop.pop()  # a segment cut off where the rule fired says less than it will
+    loop = [t for t in map(_tokens, in_loop) if t]
+    if not loop:
+        return hit
+    exact = {tuple(t) for t in loop}
+    # A line can hold several of the loop's sentences ("A。A。A。" before "A。⏎⏎A。⏎⏎"):
+    # lines are then also compared sentence by sentence.
+    sentences = (
+        [t for s in in_loop for t in map(_tokens, _segments(_SENTENCE, s)) if t] if by_lines else []
+    )
+    before = win.slice(floor, start)
+    segments = _segments(split, before)
+    # The onset may be inside a line, after a sentence: the start of that line is then judged
+    # by its sentences alone. Anywhere else inside a segment, nothing before it is a copy.
+    partial = bool(segments) and not _ends_segment(before, by_lines)
+    if partial and not (by_lines and _ends_segment(before, False)):
+        return hit
+    onset = start
+    offset = start
+    copies_only = True  # every segment walked over is an exact copy of one of the loop's
+    first_copy = 0  # length of the earliest segment walked over
+    for walked, segment in enumerate(reversed(segments)):
+        offset -= len(segment)
+        if walked >= MAX_WALK or offset < floor:
+            break
+        tokens = _tokens(segment)
+        if not tokens:
+            continue  # a blank line goes with whatever is around it
+        prose = not fenced(offset) and not _CODE.search(segment)
+        whole = not (walked == 0 and partial)  # the segment is all there is of it
+        if whole and tuple(tokens) in exact:
+            onset, first_copy = offset, len(segment)
+            continue
+        if whole and prose and _near_any(tokens, loop):
+            onset, first_copy, copies_only = offset, len(segment), False
+            continue
+        if not (by_lines and prose):
+            break
+        # the line may hold the loop's sentences, or end in them
+        tail, exact_tail, first = _trailing_near(segment, sentences)
+        if tail < len(segment):
+            onset, first_copy = offset + tail, first
+            copies_only = copies_only and exact_tail
+        if tail > 0:
+            break
+    if onset == start:
+        return hit
+    # The first copy is kept when what came before the run was exact copies (reshuffled);
+    # after near-copies nothing of the loop is.
+    keep = first_copy if copies_only else 0
+    prune = min(onset + keep, hit.prune_offset)
+    return replace(
+        hit, loop_start=onset, prune_offset=prune, lead_in=hit.lead_in + hit.prune_offset - prune
+    )
+
+
+def _segments(split: re.Pattern[str], text: str) -> list[str]:
+    return [m.group() for m in split.finditer(text) if m.group()]
+
+
+def _complete(segment: str, by_lines: bool) -> bool:
+    if by_lines:
+        return segment.endswith("\n")
+    return segment.rstrip()[-1:] in ("。", "！", "？", ".", "!", "?", "")
+
+
+def _ends_segment(text: str, by_lines: bool) -> bool:
+    tail = text.rstrip(" \t")
+    if not tail:
+        return True
+    if by_lines:
+        return tail.endswith("\n")
+    return tail[-1] in "\n。！？" or (tail[-1] in ".!?" and len(tail) < len(text))
+
+
+def _tokens(segment: str) -> list[str]:
+    tokens = _TOKEN.findall(fold(segment).casefold())
+    while tokens and tokens[-1] in _END_MARKS:
+        tokens.pop()
+    return tokens
+
+
+def _near_any(tokens: list[str], loop: list[list[str]]) -> bool:
+    return any(_near(tokens, t) for t in loop)
+
+
+def _trailing_near(line: str, sentences: list[list[str]]) -> tuple[int, bool, int]:
+    """Where the run of the loop's sentences that ``line`` ends in begins (``len(line)`` when
+    its last sentence is none of them), whether they are all exact copies, and the length of
+    the first."""
+    known = {tuple(t) for t in sentences}
+    start, exact, first = len(line), True, 0
+    for part in reversed(_segments(_SENTENCE, line)):
+        tokens = _tokens(part)
+        if tokens and not _near_any(tokens, sentences):
+            break
+        start -= len(part)
+        if tokens:
+            exact, first = exact and tuple(tokens) in known, len(part)
+    if start >= len(line.rstrip("\n")):
+        return len(line), True, 0
+    return start, exact, first
+
+
+def _near(a: list[str], b: list[str]) -> bool:
+    """Whether two segments are near-copies: one the start of the other, or a word or two
+    apart (edit distance in tokens)."""
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    n = len(short)
+    if n >= PREFIX_MIN_TOKENS and long[:n] == short:
+        return True
+    allowed = 2 if n >= TWO_EDITS_MIN_TOKENS else 1 if n >= ONE_EDIT_MIN_TOKENS else 0
+    if not allowed or len(long) - n > allowed:
+        return False
+    return _edit_distance_within(short, long, allowed)
+
+
+def _edit_distance_within(a: list[str], b: list[str], bound: int) -> bool:
+    """Whether the token edit distance of ``a`` and ``b`` is at most ``bound`` (banded)."""
+    previous = list(range(len(b) + 1))
+    for i, token in enumerate(a, 1):
+        lo, hi = max(1, i - bound), min(len(b), i + bound)
+        current = [bound + 1] * (len(b) + 1)
+        current[0] = i if i <= bound else bound + 1
+        for j in range(lo, hi + 1):
+            current[j] = min(
+                previous[j] + 1,
+                current[j - 1] + 1,
+                previous[j - 1] + (token != b[j - 1]),
+            )
+        if min(current) > bound:
+            return False
+        previous = current
+    return previous[len(b)] <= bound

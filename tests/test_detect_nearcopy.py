@@ -1,0 +1,143 @@
+"""A periodic loop's onset moves back over the near-copies that led into it, and only over them.
+
+Texts are written for these tests, in the shapes a 135M model produced (corpus/smollm2.jsonl):
+a sentence with a clause appended before the exact run, list lines with one word changed, a line
+holding the loop's sentence several times. Also the ordinal fold (``21st`` / ``22nd`` / ``24th``
+read alike) that lets a chain of ordinals be one period.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.detect_helpers import stream
+
+from looprescue.detect import scan_text
+from looprescue.detect.buffer import TextWindow, fold
+
+STORY = "Once there was a cat that liked to explore the big old house on the hill.\n\n"
+VARIANT = "It walked into the next room, and then into the next room. "
+EXACT = "It walked into the next room. "
+
+
+def _only_hit(text: str, channel: str = "text"):
+    hits = scan_text(text, channel)
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def test_a_sentence_with_a_clause_appended_is_part_of_the_loop():
+    lead = VARIANT + EXACT + VARIANT + EXACT * 2 + VARIANT
+    text = STORY + lead + EXACT * 40
+    hit = _only_hit(text)
+    # the exact run starts after the last variant; the loop starts at the first one
+    assert hit.rule == "cycle"
+    assert hit.loop_start == hit.prune_offset == len(STORY)
+    assert hit.lead_in == len(lead) + len(EXACT)  # the first exact copy was kept before
+    # the same text without its lead-in keeps one copy, as a cycle does
+    plain = _only_hit(STORY + EXACT * 40)
+    assert plain.prune_offset == len(STORY) + len(EXACT) and plain.lead_in == 0
+
+
+def test_list_lines_a_word_apart_lead_into_the_loop_and_a_plain_list_before_them_stays():
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    plan = "".join(f"- {d}: {w}\n" for d, w in zip(days, ["Run", "Swim", "Rest"], strict=False))
+    drift = "".join(f"- {d}: Breakfast (LUNCH)\n" for d in days[3:])
+    loop = "".join(f"- {d}: Lunch (LUNCH)\n" for d in days) * 6
+    head = "Here is your plan:\n\n"
+    hit = _only_hit(head + plan + drift + loop)
+    assert hit.prune_offset == len(head + plan), hit  # the drift is cut, the real plan kept
+
+
+def test_code_lines_one_identifier_apart_are_not_near_copies():
+    head = "Includes:\n#include <llvm/MC/MCAsmInfo.h>\n#include <llvm/MC/MCInst.h>\n"
+    pair = "#include <llvm/Support/TargetSelect.h>\n#include <llvm/Support/TargetRegistry.h>\n"
+    hit = _only_hit(head + pair * 40)
+    assert hit.prune_offset == len(head) + len(pair) and hit.lead_in == 0
+
+
+def test_inside_a_fence_only_exact_copies_lead_in():
+    lines = ["    total += 1\n", "    count -= 1\n", "    total += 2\n"]
+    near = "    grand += 2\n"  # one identifier from "total += 2"
+    text = "```python\ndef f():\n" + near + lines[2] + lines[0] + "".join(lines) * 30
+    hit = _only_hit(text)
+    start = text.index(lines[2])
+    assert start <= hit.loop_start, hit  # the near line stays
+    assert hit.loop_start < text.index("".join(lines))  # the reshuffled exact copies do not
+
+
+def test_a_line_holding_the_loops_sentence_several_times_leads_in_after_its_own_opening():
+    sentence = "递归函数是一种简单的递归函数，它可以返回一个函数，用于返回一个函数。"
+    opening = "递归是一种方法，用于将一个问题分成更小的问题。"
+    text = opening + sentence * 3 + "\n\n" + sentence * 2 + "\n\n" + (sentence + "\n\n") * 20
+    hit = _only_hit(text)
+    assert hit.loop_start == len(opening), hit  # the opening sentence is no copy
+    # only exact copies came before the run: the first one is kept, as a cycle keeps it
+    assert hit.prune_offset == len(opening) + len(sentence)
+
+
+def test_a_prose_paragraph_ending_like_the_loop_begins_is_kept():
+    intro = "The cache keeps the last results so a repeated query is answered at once.\n\n"
+    text = intro + ("The cache is warm now. Next I check the limits.\n") * 20
+    hit = _only_hit(text)
+    assert hit.loop_start == len(intro) and hit.lead_in == 0
+
+
+def test_a_stream_releases_near_copies_and_counts_them_but_the_rule_cut_holds():
+    text = STORY + VARIANT + EXACT + VARIANT + EXACT * 40
+    hit = stream(text, "text", sizes=(4, 7))
+    assert hit is not None and hit.prune_offset == len(STORY)
+    assert hit.prune_offset + hit.lead_in == len(STORY + VARIANT + EXACT + VARIANT + EXACT)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=st.lists(st.integers(1, 9), min_size=1, max_size=12))
+def test_the_lead_in_is_the_same_in_any_chunking(cuts):
+    text = STORY + VARIANT + EXACT + VARIANT + EXACT * 2 + VARIANT + EXACT * 40
+    assert stream(text, "text", sizes=cuts) == scan_text(text, "text")[0]
+
+
+# -- ordinals ---------------------------------------------------------------------------------
+
+
+def _ordinal(n: int) -> str:
+    if 10 <= n % 100 <= 13:
+        return f"{n}th"
+    return f"{n}" + {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+def test_ordinal_suffixes_fold_alike():
+    assert fold("the 21st, 22nd, 23rd and 24th day") == "the 0th, 0th, 0th and 0th day"
+    assert fold("5 st 12 nd") == "0 st 0 nd"  # only letters right after the number
+
+
+def test_a_chain_of_ordinals_that_does_not_count_is_a_loop():
+    numbers = [17, 22, 21, 23, 18, 24, 25, 31, 29, 32, 33, 41, 34, 52, 61, 42, 43] * 3
+    text = "The 30th log line is " + "".join(f"from the {_ordinal(n)} day " for n in numbers)
+    hit = _only_hit(text)
+    assert hit.rule == "counter"
+
+
+def test_ordinals_that_count_up_are_an_enumeration():
+    text = "Steps: " + "".join(f"the {_ordinal(n)} step, " for n in range(1, 60)) + "done."
+    assert scan_text(text, "text") == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="0123456789snrtdhx .\n好", max_size=80),
+    cuts=st.lists(st.integers(1, 6), max_size=20),
+)
+def test_the_window_folds_like_fold_in_any_chunking(text, cuts):
+    window = TextWindow(keep=10_000)
+    pos = 0
+    for size in [*cuts, len(text)]:
+        piece = text[pos : pos + size]
+        pos += len(piece)
+        window.pending.append(piece)
+        window.end += len(piece)
+        window.sync()
+    assert window.folded == fold(text)
+    # offsets map across: only numbers change the number of chars, suffixes fold letter for letter
+    for offset in range(len(text) + 1):
+        assert window.folded_of(offset) == len(fold(text[:offset]))
