@@ -122,6 +122,18 @@ def test_numbered_items_whose_content_is_gone():
     assert items[hit.loop_start : hit.prune_offset] == "4. Banana\n"
 
 
+def test_rows_of_results_whose_result_never_changes():
+    rows = "1 x 12 = 12\n2 x 12 = 24\n3 x 12 = 36\n" + "".join(
+        f"{n} x 12 = 12\n" for n in range(4, 21)
+    )
+    hit = stream(rows + "\nHere is the table.\n", "text")
+    assert hit is not None and hit.rule == "counter"
+    assert hit.prune_offset <= len("1 x 12 = 12\n")  # the rows fold alike from the first
+    # the same table with its results right is what was asked for
+    table = "".join(f"{n} x 12 = {12 * n}\n" for n in range(1, 41))
+    assert scan_text(table + "\nHere is the table.\n", "text") == []
+
+
 def test_numbered_step_blocks_reemitted_with_only_the_number_changed():
     block = (
         "{n}. **Install Python**: download the installer from the official site and run it. "

@@ -319,9 +319,12 @@ class PeriodicRule:
             return "renumbered"
         if content is not Content.WORDS or looks_like_code(unit):
             return None
+        block = units_in(unit) >= 2
         if letters_in(unit) <= TINY_TEMPLATE_LETTERS:
-            return "tiny"
-        return "block" if units_in(unit) >= 2 else "item"
+            # a row of results (``7 x 12 = 12``) is judged like an item: by whether its result
+            # changes, not by the many copies a chant of numbers needs
+            return "item" if "=" in unit and not block else "tiny"
+        return "block" if block else "item"
 
     def _counter_copies_needed(self, unit: str, shape: str) -> float:
         cfg = self._cfg
