@@ -69,7 +69,6 @@ class PoolRule:
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
 
-
     def _inc(self, phrase: str) -> None:
         n = self._counts.get(phrase, 0) + 1
         self._counts[phrase] = n
