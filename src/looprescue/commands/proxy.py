@@ -54,22 +54,6 @@ def resolve_config(
     return cfg
 
 
-def server_config(app: Any) -> Any:
-    """The ASGI server settings of the proxy (uvicorn)."""
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        # uvloop and httptools: measured cheapest per relayed chunk (make bench)
-        loop="auto",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-        backlog=4096,
-    )
-
-
 def run_proxy(
     cfg: LoopRescueConfig,
     *,
@@ -79,17 +63,16 @@ def run_proxy(
     """Serve the proxy until interrupted: ``proxy.workers`` processes on one port, each with
     its own upstream pool and its own view of ``proxy.state``. ``wrap`` may wrap the ASGI app
     (benchmarks add an introspection route this way)."""
-    import uvicorn
-
     from looprescue.proxy.app import create_app
+    from looprescue.proxy.server import HttpServer
     from looprescue.proxy.state import open_store
 
-    def server() -> uvicorn.Server:
+    def serve() -> None:
         store = open_store(cfg.proxy.state, cfg.proxy.maxConversations)
         app = create_app(
             cfg, cfg.proxy.upstream or "", store=store, detector_factory=detector_factory
         )
-        return uvicorn.Server(server_config(wrap(app) if wrap else app))
+        HttpServer(wrap(app) if wrap else app).run([sock])
 
     sock = socket.socket(socket.AF_INET6 if ":" in cfg.proxy.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -97,9 +80,9 @@ def run_proxy(
     sock.listen(4096)
     sock.set_inheritable(True)
     if cfg.proxy.workers == 1:
-        server().run(sockets=[sock])
+        serve()
         return
-    _supervise(cfg.proxy.workers, lambda: server().run(sockets=[sock]))
+    _supervise(cfg.proxy.workers, serve)
 
 
 def _supervise(workers: int, serve: Callable[[], None]) -> None:

@@ -1,30 +1,31 @@
-"""The proxy's HTTP layer: a Starlette app that routes each request to the relay or to an
-exchange with the rescue engine.
+"""The proxy's HTTP layer: a Starlette app whose catch-all route is the proxy itself, which
+relays each request or answers it through the rescue service.
 
 ``POST …/v1/messages`` (Anthropic Messages) and ``POST …/chat/completions`` (OpenAI Chat
 Completions) for watched models go through the engine; every other request is relayed to the
 upstream unchanged (method, path, query, headers, body), and so are upstream errors (status,
 headers, body). A request whose body the proxy does not change is forwarded byte for byte.
+Routes placed before the catch-all are the proxy's own endpoints; the app's router is the one
+place requests are dispatched, under the proxy's own server (``server.py``) as under any
+other ASGI server.
 
-I/O policy: one pooled upstream transport per app; while the proxy waits for an upstream
-answer it watches for the client's disconnect, and a streaming response (Starlette's) stops at
-once when the client goes away; every upstream response is closed when its client response
-ends, however it ends.
+I/O policy: one pooled upstream transport per app; the handling of a request runs under its
+reply's guard (``reply.py``), so a client's disconnect cancels it at once, with every upstream
+request it has open; every upstream response is closed when its client response ends,
+however it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 import httpx
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from ..config import LoopRescueConfig
 from ..rescue.engine import RescueStats
@@ -34,7 +35,7 @@ from .anthropic import AnthropicWire
 from .driver import gateway_status
 from .endpoints import own_routes
 from .http1 import Http1Transport
-from .relay import ClosingStreamingResponse, relayed_body
+from .reply import REPLY_EXTENSION, AsgiReply, ClientGone, Reply
 from .service import Prepared, Rejected, RescueService
 from .state import StateStore
 from .upstream import (
@@ -44,8 +45,6 @@ from .upstream import (
     response_headers,
 )
 from .wire import Wire, wire_for
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -98,11 +97,8 @@ def create_app(
     app = Starlette(
         routes=[
             *own_routes(metrics_registry),
-            Route(
-                "/{path:path}",
-                proxy.handle,
-                methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
-            ),
+            # every request no other route takes goes to the proxy (an ASGI app of its own)
+            Route("/{path:path}", proxy, methods=list(PROXIED_METHODS)),
         ],
         lifespan=lifespan,
     )
@@ -111,11 +107,41 @@ def create_app(
     return app
 
 
-class _Gone:
-    """The client disconnected before the awaited work finished."""
+PROXIED_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+_JSON = {"content-type": "application/json"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRequest:
+    """What the proxy uses of a client request (header names lowercased)."""
+
+    method: str
+    path: str  # decoded, for routing
+    target: str  # path and query as the client sent them, for the upstream
+    headers: list[tuple[str, str]]
+
+    @classmethod
+    def from_scope(cls, scope: Scope) -> ClientRequest:
+        raw_path = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else scope["path"]
+        query = scope.get("query_string", b"")
+        target = f"{path}?{query.decode('latin-1')}" if query else path
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        return cls(scope["method"], scope["path"], target, headers)
+
+    def header_map(self) -> dict[str, str]:
+        """One value per name (the first)."""
+        out: dict[str, str] = {}
+        for name, value in self.headers:
+            out.setdefault(name, value)
+        return out
 
 
 class Proxy:
+    """The proxy's request handling, an ASGI app: served by the proxy's own server it writes
+    to each request's :class:`~looprescue.proxy.reply.Reply` directly, under any other ASGI
+    server through :class:`~looprescue.proxy.reply.AsgiReply`."""
+
     def __init__(
         self,
         config: LoopRescueConfig,
@@ -135,7 +161,6 @@ class Proxy:
         self.service = RescueService(
             config, store, detector_factory=detector_factory, metrics_registry=metrics_registry
         )
-
         self.totals = ProxyTotals()
         self._transport = transport
 
@@ -151,115 +176,110 @@ class Proxy:
             self._transport = None
         await self.service.aclose()
 
-    def url_for(self, request: Request) -> str:
-        query = request.url.query
-        return self.upstream + request.url.path + (f"?{query}" if query else "")
+    def url_for(self, request: ClientRequest) -> str:
+        return self.upstream + request.target
 
     # ------------------------------------------------------------------ dispatch
 
-    async def handle(self, request: Request) -> Response:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        reply: Reply = scope.get("extensions", {}).get(REPLY_EXTENSION) or AsgiReply(
+            scope, receive, send
+        )
         try:
-            raw = await request.body()
-        except ClientDisconnect:
+            raw = await reply.body()
+        except ClientGone:
             # the client left mid-body: nobody to answer, nothing to send upstream
-            return Response(status_code=400)
-        wire_class = wire_for(request.method, request.url.path)
-        if wire_class is None:
-            return await self._relay(request, raw)
-        prepared = await self.service.judge(wire_class, dict(request.headers), raw)
+            await reply.whole(400, {}, b"")
+            return
+        await self.handle(ClientRequest.from_scope(scope), raw, reply)
+
+    async def handle(self, request: ClientRequest, raw: bytes, reply: Reply) -> None:
+        wire_class = wire_for(request.method, request.path)
+        prepared = None
+        if wire_class is not None:
+            prepared = await self.service.judge(wire_class, request.header_map(), raw)
         if prepared is None:
-            return await self._relay(request, raw)
-        if isinstance(prepared, Rejected):
-            return Response(prepared.error_body(), 400, media_type="application/json")
-        return await self._exchange(request, raw, prepared)
+            await reply.guard(self._relay(request, raw, reply))
+        elif isinstance(prepared, Rejected):
+            await reply.whole(400, _JSON, prepared.error_body())
+        else:
+            await reply.guard(self._exchange(request, raw, prepared, reply))
 
     # ------------------------------------------------------------------ relay
 
-    async def _relay(self, request: Request, raw: bytes) -> Response:
-        opening = self.transport.open(
-            request.method, self.url_for(request), forward_headers(request.headers), raw, raw=True
-        )
-        opened = await _until_disconnect(request, opening)
-        if isinstance(opened, _Gone):
-            self.totals.upstream_cancelled += 1
-            return Response(status_code=499)
-        if isinstance(opened, UpstreamError):
-            return _gateway_response(AnthropicWire(), opened)
-        upstream = opened
-
-        async def on_close(completed: bool) -> None:
-            await upstream.aclose()
+    async def _relay(self, request: ClientRequest, raw: bytes, reply: Reply) -> None:
+        """The request upstream as it came, the answer back as it comes. A broken upstream
+        breaks the client connection too: the relay adds nothing of its own to a body it
+        passes through, and a clean end would pass a truncated body off as complete."""
+        completed = False
+        upstream = None
+        try:
+            try:
+                upstream = await self.transport.open(
+                    request.method,
+                    self.url_for(request),
+                    forward_headers(request.headers),
+                    raw,
+                    raw=True,
+                )
+            except UpstreamError as err:
+                completed = True
+                await _gateway_error(reply, AnthropicWire(), err)
+                return
+            await reply.start(upstream.status, response_headers(upstream.headers, decoded=False))
+            try:
+                while chunk := await upstream.next_chunk():
+                    await reply.send(chunk)
+            except UpstreamError:
+                reply.abort()
+                return
+            await reply.end()
+            completed = True
+        finally:
+            if upstream is not None:
+                await upstream.aclose()
             if not completed:
                 self.totals.upstream_cancelled += 1
 
-        return ClosingStreamingResponse(
-            relayed_body(upstream),
-            on_close,
-            status_code=upstream.status,
-            headers=response_headers(upstream.headers, decoded=False),
-        )
-
     # ------------------------------------------------------------------ rescued routes
 
-    async def _exchange(self, request: Request, raw: bytes, prepared: Prepared) -> Response:
+    async def _exchange(
+        self, request: ClientRequest, raw: bytes, prepared: Prepared, reply: Reply
+    ) -> None:
         rescue = await self.service.open(
             prepared,
             self.transport,
             self.url_for(request),
             forward_headers(request.headers),
             raw,
-            {"path": request.url.path},
+            {"path": request.path},
         )
-
-        async def finished(completed: bool) -> None:
+        completed = False
+        try:
+            try:
+                answer = await rescue.answer()
+            except UpstreamError as err:
+                completed = True
+                await _gateway_error(reply, prepared.wire, err)
+                return
+            if answer.chunks is None:
+                completed = True
+                await reply.whole(answer.status, answer.headers, answer.body)
+                return
+            await reply.start(answer.status, answer.headers)
+            async with contextlib.aclosing(answer.chunks) as pieces:
+                async for piece in pieces:
+                    await reply.send(piece)
+            await reply.end()
+            completed = True
+        finally:
             await self.service.finished(rescue)
             if not completed:
                 self.totals.upstream_cancelled += 1
             if rescue.engine.started:
                 self.totals.add(rescue.engine.stats)
 
-        answer = await _until_disconnect(request, rescue.answer())
-        if isinstance(answer, _Gone):
-            await finished(False)
-            return Response(status_code=499)
-        if isinstance(answer, UpstreamError):
-            await finished(True)
-            return _gateway_response(prepared.wire, answer)
-        chunks = answer.chunks
-        if chunks is None:
-            await finished(True)
-            return Response(answer.body, answer.status, answer.headers)
 
-        async def on_close(completed: bool) -> None:
-            await chunks.aclose()
-            await finished(completed)
-
-        return ClosingStreamingResponse(chunks, on_close, headers=answer.headers)
-
-
-async def _until_disconnect(request: Request, work: Awaitable[T]) -> T | UpstreamError | _Gone:
-    """``await work``, unless the client disconnects first (then the work is cancelled).
-    An UpstreamError raised by the work is returned, not raised."""
-    outcome: list[Any] = []
-    async with anyio.create_task_group() as group:
-
-        async def run() -> None:
-            try:
-                outcome.append(await work)
-            except UpstreamError as err:
-                outcome.append(err)
-            group.cancel_scope.cancel()
-
-        async def watch() -> None:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            group.cancel_scope.cancel()
-
-        group.start_soon(run)
-        group.start_soon(watch)
-    return outcome[0] if outcome else _Gone()
-
-
-def _gateway_response(wire: Wire, err: UpstreamError) -> Response:
+async def _gateway_error(reply: Reply, wire: Wire, err: UpstreamError) -> None:
     body = jsonfast.dumps(wire.error_body(EmitError("transport", err.message)))
-    return Response(body, gateway_status(err), media_type="application/json")
+    await reply.whole(gateway_status(err), _JSON, body)

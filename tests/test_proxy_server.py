@@ -1,0 +1,225 @@
+"""The proxy's own HTTP/1.1 server (what ``looprescue proxy`` runs), over real sockets on
+127.0.0.1: the real SDKs through it, loops rescued; keep-alive, pipelining, chunked request
+bodies, ``Expect: 100-continue``, HEAD, a bad request, a client that leaves mid-stream, an
+upstream that breaks mid-relay, and the app's other routes served through the same app."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from tests.support.scripted_upstream import ScriptedResponse, ScriptedUpstream, corpus_response
+from tests.test_proxy_http import (
+    CONTINUATION,
+    ProxyServer,
+    loop_records,
+    stream_anthropic,
+    stream_openai,
+)
+
+from looprescue.config import load_config
+from looprescue.detect import scan_text
+from looprescue.proxy.app import create_app
+from looprescue.proxy.server import HttpServer
+
+
+class NativeProxy(ProxyServer):
+    """``create_app`` served by :class:`HttpServer` on its own event loop in a thread (the
+    addresses and totals as :class:`ProxyServer` has them)."""
+
+    def __init__(self, upstream_url: str, **overrides: Any) -> None:
+        self.app = create_app(load_config(None, overrides), upstream_url)
+        self.server = HttpServer(self.app, keepalive_seconds=1.0, graceful_seconds=1.0)
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self._loop.run_until_complete(self.server.serve([self._sock], signals=False))
+
+    def __enter__(self) -> NativeProxy:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.02)
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self.server.stop)
+        self._thread.join(timeout=10)
+        assert not self._thread.is_alive(), "the server did not stop"
+        self._loop.close()
+        self._sock.close()
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream() as up:
+        yield up
+
+
+def raw_exchange(port: int, data: bytes, until: bytes, timeout: float = 5.0) -> bytes:
+    """Send ``data`` on one connection; read until ``until`` has been seen (or EOF)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        received = b""
+        while until not in received:
+            piece = sock.recv(65536)
+            if not piece:
+                break
+            received += piece
+        return received
+
+
+MESSAGES = {
+    "model": "deepseek-flash",
+    "stream": True,
+    "max_tokens": 100,
+    "messages": [{"role": "user", "content": "go"}],
+}
+
+
+def test_sdks_stream_through_it_and_a_loop_is_rescued(upstream: ScriptedUpstream) -> None:
+    record = next(r for r in loop_records() if r["channel"] == "reasoning")
+    upstream.enqueue(corpus_response(record), CONTINUATION)
+    upstream.enqueue(ScriptedResponse(reasoning="Short.", text="A healthy answer."))
+    with NativeProxy(upstream.base_url) as proxy:
+        rescued = stream_anthropic(proxy)
+        healthy = stream_openai(proxy)
+        totals = proxy.totals
+    (hit,) = scan_text(record["text"], "reasoning")
+    assert rescued["reasoning"].startswith(record["text"][: hit.prune_offset])
+    assert rescued["reasoning"].endswith(CONTINUATION.reasoning)
+    assert rescued["text"] == CONTINUATION.text
+    assert healthy["text"] == "A healthy answer." and healthy["finish"] == ["stop"]
+    assert totals.rescues == 1 and totals.leaked_loop_chars == 0
+
+
+def test_keep_alive_and_pipelined_requests_are_answered_in_order(
+    upstream: ScriptedUpstream,
+) -> None:
+    request = b"GET /v1/models?n=%d HTTP/1.1\r\nhost: x\r\n\r\n"
+    with NativeProxy(upstream.base_url) as proxy:
+        data = raw_exchange(proxy.port, request % 1 + request % 2 + request % 3, b"n=3")
+        with httpx.Client(base_url=proxy.base_url) as client:  # one connection, three turns
+            statuses = [client.get("/v1/models", headers={"x-api-key": "k"}).status_code]
+            statuses += [client.get("/v1/models", headers={"x-api-key": "k"}).status_code]
+    assert data.count(b"HTTP/1.1 200 OK") == 3
+    assert [r.path for r in upstream.requests[:3]] == ["/v1/models"] * 3
+    assert [r.query for r in upstream.requests[:3]] == ["n=1", "n=2", "n=3"]
+    assert statuses == [200, 200]
+    assert len({r.peer for r in upstream.requests}) == 1  # and one upstream connection
+
+
+def test_chunked_request_body_with_expect_continue(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(text="Chunked in."))
+    body = json.dumps(MESSAGES).encode()
+    head = (
+        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\nexpect: 100-continue\r\n"
+        b"content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    with (
+        NativeProxy(upstream.base_url) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock,
+    ):
+        sock.sendall(head)
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        half = len(body) // 2
+        for piece in (body[:half], body[half:]):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        sock.sendall(b"0\r\n\r\n")
+        received = b""
+        while b"0\r\n\r\n" not in received:
+            received += sock.recv(65536)
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"transfer-encoding: chunked\r\n" in received and b"Chunked in." in received
+    assert upstream.requests[0].raw_body == body
+
+
+def test_head_is_answered_without_a_body(upstream: ScriptedUpstream) -> None:
+    with NativeProxy(upstream.base_url) as proxy:
+        head_then_get = b"%s /v1/models HTTP/1.1\r\nhost: x\r\n\r\n"
+        data = raw_exchange(proxy.port, head_then_get % b"HEAD" + head_then_get % b"GET", b'"data"')
+    first, _, rest = data.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 200 OK") and b"content-length" in first
+    assert rest.startswith(b"HTTP/1.1 200 OK")  # the next answer follows the head at once
+
+
+def test_invalid_http_is_a_400_and_the_connection_closes(upstream: ScriptedUpstream) -> None:
+    with NativeProxy(upstream.base_url) as proxy:
+        data = raw_exchange(proxy.port, b"NOT HTTP AT ALL\r\n\r\n", b"never")
+    assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n") and b"connection: close" in data
+    assert not upstream.requests
+
+
+def test_bad_request_body_is_the_protocols_400(upstream: ScriptedUpstream) -> None:
+    with NativeProxy(upstream.base_url) as proxy:
+        response = httpx.post(
+            proxy.base_url + "/v1/messages", json={**MESSAGES, "messages": "nope"}
+        )
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert not upstream.requests
+
+
+def test_client_leaving_mid_stream_cancels_the_upstream_at_once(
+    upstream: ScriptedUpstream,
+) -> None:
+    upstream.enqueue(ScriptedResponse(text="word " * 400, delay=0.02, delta_chars=(5, 5)))
+    with NativeProxy(upstream.base_url) as proxy:
+        with httpx.stream(
+            "POST", proxy.base_url + "/v1/messages", json=MESSAGES, headers={"x-api-key": "k"}
+        ) as response:
+            lines = response.iter_lines()
+            seen = [next(lines) for _ in range(12)]
+        assert upstream.wait_for(lambda u: u.requests[0].outcome != "pending")
+        cancelled = proxy.totals.upstream_cancelled
+    assert any("text_delta" in line for line in seen)
+    assert upstream.requests[0].client_disconnected
+    assert upstream.requests[0].events_sent < 100
+    assert cancelled == 1
+
+
+def test_upstream_breaking_mid_relay_breaks_the_client_connection(
+    upstream: ScriptedUpstream,
+) -> None:
+    # an unwatched model is relayed untouched: a cut stream must not look complete
+    upstream.enqueue(ScriptedResponse(text="word " * 50, cut_after=10))
+    with (
+        NativeProxy(upstream.base_url, models=["none"]) as proxy,
+        pytest.raises(httpx.RemoteProtocolError),
+    ):
+        httpx.post(proxy.base_url + "/v1/messages", json=MESSAGES, headers={"x-api-key": "k"})
+
+
+def test_other_routes_of_the_app_are_served_by_the_app(upstream: ScriptedUpstream) -> None:
+    """Requests are dispatched by the app's router: a route placed before the proxy's
+    catch-all answers itself (its method only); everything else still reaches the proxy."""
+    with NativeProxy(upstream.base_url) as proxy:
+
+        async def health(request: Request) -> PlainTextResponse:
+            return PlainTextResponse("fine")
+
+        proxy.app.router.routes.insert(0, Route("/own", health, methods=["GET"]))
+        own = httpx.get(proxy.base_url + "/own")
+        httpx.post(proxy.base_url + "/own", content=b"x")
+    assert own.status_code == 200 and own.text == "fine"
+    assert [(r.method, r.path) for r in upstream.requests] == [("POST", "/own")]
