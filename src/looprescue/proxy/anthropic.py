@@ -292,14 +292,11 @@ class AnthropicEncoder:
     def encode(self, item: ClientItem) -> bytes:
         if type(item) is EmitDelta:
             # the per-chunk case, spelled out: the same bytes as _frame() of the dict below
-            return b"".join(
-                (
-                    _DELTA_HEAD,
-                    str(item.index).encode(),
-                    _DELTA_KIND[item.kind],
-                    jsonfast.dumps(item.text),
-                    b"}}\n\n",
-                )
+            return b"%s%d%s%s}}\n\n" % (
+                _DELTA_HEAD,
+                item.index,
+                _DELTA_KIND[item.kind],
+                jsonfast.dumps(item.text),
             )
         if isinstance(item, EmitDelta | EmitMarker):
             return _frame(

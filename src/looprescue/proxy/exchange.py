@@ -108,11 +108,17 @@ class Exchange:
         if not frames:
             return step
         decode = self._decoder.decode
-        for sse in frames:
-            for event in decode(sse):
-                self._route(self.engine.feed(event), step)
-                if not self._accepting:
-                    return step
+        if len(frames) == 1:
+            events = decode(frames[0])
+        else:
+            events = [event for sse in frames for event in decode(sse)]
+        # the engine judges a read's run of deltas once, after its last one
+        feed = self.engine.feed
+        last = len(events) - 1
+        for number, event in enumerate(events):
+            self._route(feed(event, more=number < last), step)
+            if not self._accepting:
+                break
         return step
 
     def upstream_ended(self) -> Step:
@@ -172,25 +178,26 @@ class Exchange:
         everything else into the step."""
         if step is None:
             step = Step()
-        client = b""
+        pieces = []
         for item in outputs:
-            if type(item) not in _ACTIONS:
+            kind = type(item)
+            if kind not in _ACTIONS:
                 if self._encoder is not None:
-                    client += self._encoder.encode(item)
+                    pieces.append(self._encoder.encode(item))
                 else:
                     self._collector.add(item)  # type: ignore[union-attr]
-            elif type(item) is AuditRecord:
+            elif kind is AuditRecord:
                 step.audit.append(item)
-            elif type(item) is SaveConversation:
+            elif kind is SaveConversation:
                 step.save = item.state
-            elif type(item) is CloseUpstream:
+            elif kind is CloseUpstream:
                 step.close_upstream = True
                 self._accepting = False
             else:
                 step.request = item
                 self._accepting = False
-        if client:
-            step.client += client
+        if pieces:
+            step.client += pieces[0] if len(pieces) == 1 else b"".join(pieces)
         if self.engine.done:
             self._accepting = False
         return step

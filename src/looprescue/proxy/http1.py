@@ -89,14 +89,19 @@ class Http1Response:
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._waiter: asyncio.Future[None] | None = None
-        self._head_done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self._head_done: asyncio.Future[None] = self._loop.create_future()
+        # a request whose caller left before the head has nobody to take its failure
+        self._head_done.add_done_callback(_taken)
         self._complete = False
         self._keep_alive = False
         self._error: UpstreamError | None = None
         self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
         self._paused = False
         self._got_bytes = False
-        self._last_data = time.monotonic()
+        self._last_data = self._loop.time()
+        # the stall check: armed by a wait, left running across waits (re-armed only when it
+        # fires), cancelled when the response ends
         self._timer: asyncio.TimerHandle | None = None
         self.status = 0
         self.headers: list[tuple[str, str]] = []
@@ -132,6 +137,7 @@ class Http1Response:
 
     def on_message_complete(self) -> None:
         self._complete = True
+        self._stop_timer()
         # asked here: the parser forgets the message's connection flags once it is over
         self._keep_alive = self._parser.should_keep_alive()
 
@@ -139,7 +145,7 @@ class Http1Response:
 
     def received(self, data: bytes) -> None:
         self._got_bytes = True
-        self._last_data = time.monotonic()
+        self._last_data = self._loop.time()
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as err:
@@ -152,6 +158,7 @@ class Http1Response:
         self._wake()
 
     def lost(self) -> None:
+        self._stop_timer()
         if self._complete:
             return
         if self._head and self.status:
@@ -216,27 +223,33 @@ class Http1Response:
         return decoder.flush()
 
     async def _wait(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         self._waiter = waiter = loop.create_future()
-        remaining = self._last_data + self._idle_ms / 1000 - time.monotonic()
-        self._timer = loop.call_later(max(0.0, remaining), self._check_idle)
+        if self._timer is None:
+            remaining = self._last_data + self._idle_ms / 1000 - loop.time()
+            self._timer = loop.call_later(max(0.0, remaining), self._check_idle)
         try:
             await waiter
         finally:
-            self._timer.cancel()
             self._waiter = None
 
     def _check_idle(self) -> None:
+        self._timer = None
         waiter = self._waiter
         if waiter is None or waiter.done():
-            return
-        remaining = self._last_data + self._idle_ms / 1000 - time.monotonic()
+            return  # nobody waits now: the next wait arms the check again
+        remaining = self._last_data + self._idle_ms / 1000 - self._loop.time()
         if remaining > 0.001:
             # bytes came meanwhile: check again when the limit would run out
-            self._timer = asyncio.get_running_loop().call_later(remaining, self._check_idle)
+            self._timer = self._loop.call_later(remaining, self._check_idle)
             return
         self._fail(UpstreamError("stall", f"upstream sent nothing for {self._idle_ms} ms"))
         self._connection.close()
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def read(self) -> bytes:
         pieces = []
@@ -245,6 +258,7 @@ class Http1Response:
         return b"".join(pieces)
 
     async def aclose(self) -> None:
+        self._stop_timer()
         connection = self._connection
         if connection.response is not self:
             return
@@ -258,6 +272,11 @@ class Http1Response:
     @property
     def pool(self) -> Http1Transport:
         return self._connection.pool
+
+
+def _taken(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class Http1Transport:

@@ -8,7 +8,7 @@ line longer than the limit) raises :class:`SSEError` naming the frame and byte o
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024
 
@@ -17,9 +17,9 @@ class SSEError(ValueError):
     """The byte stream is not valid SSE; the message names the frame number and byte offset."""
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    """One dispatched event. ``event`` is None when the frame had no ``event:`` line."""
+class SSEEvent(NamedTuple):
+    """One dispatched event. ``event`` is None when the frame had no ``event:`` line (a named
+    tuple: one is made per upstream frame, and a tuple is the cheapest value to make)."""
 
     event: str | None
     data: str
@@ -32,13 +32,12 @@ class SSEEvent:
 
 class SSEParser:
     def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self._partial = b""  # the start of a UTF-8 character split across chunks
         self._buffer = ""
         self._max_line = max_line
         self._bytes_seen = 0
         self._event: str | None = None
-        self._data: list[str] = []
-        self._has_data = False
+        self._data: list[str] = []  # not empty once the frame has a data line
         self._last_id: str | None = None
         self._dispatched = 0
         self._pending_cr = False
@@ -49,38 +48,36 @@ class SSEParser:
         return self._dispatched
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        data = self._partial + chunk if self._partial else chunk
         try:
-            text = self._decoder.decode(chunk)
+            text, used = _utf8_decode(data, "strict", False)
         except UnicodeDecodeError as err:
             offset = self._bytes_seen + err.start
             raise SSEError(
                 f"invalid UTF-8 at byte {offset} (in frame {self._dispatched + 1})"
             ) from None
+        self._partial = data[used:] if used < len(data) else b""
         self._bytes_seen += len(chunk)
         if not self._started and text:
             self._started = True
             text = text.removeprefix("\ufeff")
+        if not self._pending_cr and "\r" not in text:
+            return self._consume_lf(text)
         return self._consume(text)
 
     def close(self) -> list[SSEEvent]:
         """End of stream: a trailing frame without its blank line is discarded, per the
         standard; returns nothing but validates the decoder state."""
-        try:
-            self._decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            raise SSEError(
-                f"stream ended inside a UTF-8 character at byte {self._bytes_seen}"
-            ) from None
+        if self._partial:
+            raise SSEError(f"stream ended inside a UTF-8 character at byte {self._bytes_seen}")
         return []
 
     @property
     def has_partial_frame(self) -> bool:
         """True when bytes of an unfinished frame are buffered (stream cut mid-frame)."""
-        return bool(self._buffer) or self._has_data or self._event is not None
+        return bool(self._buffer) or bool(self._data) or self._event is not None
 
     def _consume(self, text: str) -> list[SSEEvent]:
-        if not self._pending_cr and "\r" not in text:
-            return self._consume_lf(text)
         events: list[SSEEvent] = []
         if self._pending_cr and text.startswith("\n"):
             text = text[1:]  # the \n of a \r\n split across chunks
@@ -115,8 +112,8 @@ class SSEParser:
 
     def _consume_lf(self, text: str) -> list[SSEEvent]:
         """The common case, lines ended by LF only: one split, the usual fields inline."""
-        *lines, rest = (self._buffer + text).split("\n")
-        self._buffer = rest
+        lines = (self._buffer + text if self._buffer else text).split("\n")
+        rest = self._buffer = lines.pop()
         if len(rest) > self._max_line:
             raise SSEError(
                 f"line longer than {self._max_line} chars in frame {self._dispatched + 1}"
@@ -124,21 +121,24 @@ class SSEParser:
         events: list[SSEEvent] = []
         for line in lines:
             if not line:
-                event = self._dispatch()
-                if event is not None:
-                    events.append(event)
+                if self._data:
+                    events.append(self._dispatch())
+                else:
+                    self._event = None
             elif line.startswith("data:"):
-                self._data.append(line[6:] if line.startswith("data: ") else line[5:])
-                self._has_data = True
+                self._data.append(line[6:] if line[5:6] == " " else line[5:])
             elif line.startswith("event:"):
-                self._event = line[7:] if line.startswith("event: ") else line[6:]
+                self._event = line[7:] if line[6:7] == " " else line[6:]
             else:
                 self._line(line)
         return events
 
     def _line(self, line: str) -> SSEEvent | None:
         if not line:
-            return self._dispatch()
+            if self._data:
+                return self._dispatch()
+            self._event = None
+            return None
         if line.startswith(":"):
             return None
         name, colon, value = line.partition(":")
@@ -146,7 +146,6 @@ class SSEParser:
             value = value[1:]
         if name == "data":
             self._data.append(value)
-            self._has_data = True
         elif name == "event":
             self._event = value
         elif name == "id" and "\x00" not in value:
@@ -154,16 +153,22 @@ class SSEParser:
         # "retry" and unknown fields are ignored, as the standard says
         return None
 
-    def _dispatch(self) -> SSEEvent | None:
-        if not self._has_data:
-            self._event = None
-            return None
+    def _dispatch(self) -> SSEEvent:
+        """The frame whose blank line was just read (it has data)."""
+        data = self._data
         self._dispatched += 1
-        event = SSEEvent(self._event, "\n".join(self._data), self._last_id, self._dispatched)
+        event = SSEEvent(
+            self._event,
+            data[0] if len(data) == 1 else "\n".join(data),
+            self._last_id,
+            self._dispatched,
+        )
         self._event = None
         self._data = []
-        self._has_data = False
         return event
+
+
+_utf8_decode = codecs.utf_8_decode
 
 
 def format_event(data: str, event: str | None = None) -> bytes:

@@ -132,7 +132,7 @@ def index_of(data: Mapping[str, Any], key: str = "index") -> int:
     """A block / choice / tool-call index; anything but a small non-negative integer is
     malformed (``Infinity``, ``1.5``, ``"0"``, ``true``)."""
     value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 20:
+    if type(value) is not int or not 0 <= value < 1 << 20:  # bool is a subclass: excluded
         raise Malformed(f"{key} must be a small non-negative integer, got {_short(value)}")
     return value
 
@@ -140,7 +140,7 @@ def index_of(data: Mapping[str, Any], key: str = "index") -> int:
 def obj(data: Mapping[str, Any], key: str, required: bool = True) -> Mapping[str, Any]:
     """A nested object field (``{}`` when absent and not required)."""
     value = data.get(key)
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # decoded JSON: dict, asked first
         return value
     if value is None and not required:
         return {}

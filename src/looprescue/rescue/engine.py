@@ -79,6 +79,7 @@ from .release import Released, ReleaseQueue
 from .sanitize import HistoryCache, HistoryCut, sanitize_history
 
 _UNLIMITED = 1 << 62
+_CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
 _WATCHED: dict[str, frozenset[str]] = {
     "both": frozenset({"reasoning", "text"}),
     "reasoning": frozenset({"reasoning"}),
@@ -188,7 +189,9 @@ class RescueEngine:
         self._detector_factory = detector_factory or self._default_detector
         self._watched = _WATCHED[config.watch]
         self._acting = config.mode != "observe"
-        self.state = EngineState.AWAITING_START
+        # True while channel text waits for the end of a batch of events to be judged
+        self._release_due = False
+        self._more = False
         self._visible: dict[str, list[str]] = {"reasoning": [], "text": []}
         self._visible_chars = {"reasoning": 0, "text": 0}
         self._attempt = _Attempt(0, self._detector_factory(), self._visible_chars)
@@ -233,6 +236,7 @@ class RescueEngine:
             EngineState.RESUMING: self._ignore,  # leftovers of the stream that was just closed
             EngineState.DONE: self._ignore,
         }
+        self.state = EngineState.AWAITING_START
 
     def _default_detector(self) -> Any:
         from ..detect import StreamDetector
@@ -242,8 +246,19 @@ class RescueEngine:
     # ------------------------------------------------------------------ public API
 
     @property
+    def state(self) -> EngineState:
+        return self._state
+
+    @state.setter
+    def state(self, state: EngineState) -> None:
+        # the state's handler table, looked up once per change instead of once per event
+        self._state = state
+        self._table = self._handlers[state]
+        self._fallback = self._fallbacks[state]
+
+    @property
     def done(self) -> bool:
-        return self.state is EngineState.DONE
+        return self._state is EngineState.DONE
 
     @property
     def started(self) -> bool:
@@ -288,10 +303,34 @@ class RescueEngine:
             self.stats.history_cuts += result.cuts
         return [AuditRecord("history", {**result.audit(), "mode": self.config.mode})]
 
-    def feed(self, event: UpstreamEvent) -> list[EngineOutput]:
-        """Process one upstream event; return what to do, in order."""
-        handler = self._handlers[self.state].get(type(event)) or self._fallbacks[self.state]
-        return handler(event)
+    def feed(self, event: UpstreamEvent, *, more: bool = False) -> list[EngineOutput]:
+        """Process one upstream event; return what to do, in order.
+
+        ``more``: further events of the same network read follow at once. Channel text is
+        then judged (``safe_offset``) once for the whole run of deltas, after its last one,
+        instead of after each: what goes out is the same, in one piece, as early as the
+        client could have had it (in the same write), and the detector is asked less."""
+        handler = self._table.get(type(event)) or self._fallback
+        if not self._release_due:
+            self._more = more
+            out = handler(event)
+        else:
+            # anything but more channel text first lets out what the run before it cleared
+            out = [] if type(event) in _CHANNEL_DELTAS else self._settle()
+            self._more = more
+            out += handler(event)
+        if self._release_due and not more:
+            out += self._settle()
+        return out
+
+    def _settle(self) -> list[EngineOutput]:
+        """Release what the deferred run of channel text cleared."""
+        self._release_due = False
+        if self._state is not EngineState.STREAMING:
+            return []
+        out = self._release(self._safe_offset)
+        self._note_held()
+        return out
 
     def kept_work(self) -> KeptWork:
         """What may go back upstream: the visible reasoning up to where a loop began, and the
@@ -390,8 +429,9 @@ class RescueEngine:
             attempt.pruned[index] = attempt.pruned.get(index, 0) + len(text)
             self.stats.pruned_chars += len(text)
             return []
-        start = attempt.fed[channel]
-        end = attempt.fed[channel] = start + len(text)
+        fed = attempt.fed
+        start = fed[channel]
+        end = fed[channel] = start + len(text)
         attempt.channel_text[channel].append(text)
         queue = attempt.queue
         watched = channel in self._watched
@@ -400,18 +440,33 @@ class RescueEngine:
             if hit is not None:
                 queue.push_text(index, channel, start, text)
                 return self._on_hit(hit, index)
-        if not queue and (
-            not self._acting or not watched or attempt.detector.safe_offset(channel) >= end
-        ):
-            # nothing held before it and nothing of it suspicious: straight to the client
-            return self._emit_text(index, channel, text)
+            if self._acting:
+                if self._more:
+                    # more deltas of this read follow: judge them together after the last one
+                    queue.push_text(index, channel, start, text)
+                    self._release_due = True
+                    return []
+                safe = attempt.detector.safe_offset(channel)
+                if not queue and safe >= end:
+                    # nothing held before it and nothing of it suspicious: straight out
+                    return self._emit_text(index, channel, text)
+                queue.push_text(index, channel, start, text)
+                out = self._release(self._safe_offset, {channel: safe})
+                self._note_held()
+                return out
+        if not queue:
+            return self._emit_text(index, channel, text)  # nothing to hold it back
         queue.push_text(index, channel, start, text)
         if not self._acting:
             return self._release(None)
         out = self._release(self._safe_offset)
-        if queue.held_chars > self.stats.max_held_chars:
-            self.stats.max_held_chars = queue.held_chars
+        self._note_held()
         return out
+
+    def _note_held(self) -> None:
+        held = self._attempt.queue.held_chars
+        if held > self.stats.max_held_chars:
+            self.stats.max_held_chars = held
 
     def _on_block_stopped(self, event: BlockStopped) -> list[EngineOutput]:
         attempt = self._attempt
@@ -455,10 +510,13 @@ class RescueEngine:
             return _UNLIMITED
         return self._attempt.detector.safe_offset(channel)
 
-    def _release(self, safe_offset: Callable[[Channel], int] | None) -> list[EngineOutput]:
-        """Queued items up to the safe offsets (everything when ``safe_offset`` is None)."""
+    def _release(
+        self, safe_offset: Callable[[Channel], int] | None, known: dict[str, int] | None = None
+    ) -> list[EngineOutput]:
+        """Queued items up to the safe offsets (everything when ``safe_offset`` is None);
+        ``known``: safe offsets just asked for, not to be asked again."""
         out: list[EngineOutput] = []
-        for item in self._attempt.queue.release(safe_offset):
+        for item in self._attempt.queue.release(safe_offset, known):
             if type(item) is Released:
                 out += self._emit_text(item.up_index, item.channel, item.text)
             else:
@@ -500,6 +558,7 @@ class RescueEngine:
 
     def _on_hit(self, hit: Any, up_index: int) -> list[EngineOutput]:
         attempt = self._attempt
+        self._release_due = False  # the queue is settled below, whatever the action
         channel: Channel = hit.channel
         fed = attempt.fed[channel]
         released = attempt.released[channel]

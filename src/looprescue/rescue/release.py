@@ -61,11 +61,14 @@ class ReleaseQueue:
     def push_event(self, event: UpstreamEvent) -> None:
         self._entries.append(event)
 
-    def release(self, safe_offset: Callable[[Channel], int] | None) -> list[Item]:
-        """Everything up to ``safe_offset(channel)`` (all of it when ``safe_offset`` is None)."""
+    def release(
+        self, safe_offset: Callable[[Channel], int] | None, known: dict[str, int] | None = None
+    ) -> list[Item]:
+        """Everything up to ``safe_offset(channel)`` (all of it when ``safe_offset`` is None);
+        ``known`` holds channels' safe offsets already at hand (asked once per call)."""
         entries = self._entries
         out: list[Item] = []
-        limits: dict[str, int] = {}
+        limits: dict[str, int] = dict(known) if known else {}
         run: list[str] = []
         run_key: tuple[int, Channel] | None = None
         released = 0
