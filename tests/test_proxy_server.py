@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import threading
 import time
@@ -18,7 +19,12 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
-from tests.support.scripted_upstream import ScriptedResponse, ScriptedUpstream, corpus_response
+from tests.support.scripted_upstream import (
+    ScriptedResponse,
+    ScriptedUpstream,
+    corpus_response,
+    parse_sse,
+)
 from tests.test_proxy_http import (
     CONTINUATION,
     ProxyServer,
@@ -37,11 +43,14 @@ class NativeProxy(ProxyServer):
     """``create_app`` served by :class:`HttpServer` on its own event loop in a thread (the
     addresses and totals as :class:`ProxyServer` has them)."""
 
-    def __init__(self, upstream_url: str, **overrides: Any) -> None:
+    def __init__(self, upstream_url: str, send_buffer: int = 0, **overrides: Any) -> None:
+        """``send_buffer``: the kernel's send buffer of every client connection, in bytes."""
         self.app = create_app(load_config(None, overrides), upstream_url)
         self.server = HttpServer(self.app, keepalive_seconds=1.0, graceful_seconds=1.0)
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if send_buffer:  # accepted connections inherit it
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(64)
         self.port = self._sock.getsockname()[1]
@@ -223,3 +232,74 @@ def test_other_routes_of_the_app_are_served_by_the_app(upstream: ScriptedUpstrea
         httpx.post(proxy.base_url + "/own", content=b"x")
     assert own.status_code == 200 and own.text == "fine"
     assert [(r.method, r.path) for r in upstream.requests] == [("POST", "/own")]
+
+
+def healthy_text(chars: int) -> str:
+    """Prose-like pseudo-words that repeat nothing (checked below)."""
+    rng = random.Random(11)
+    words = ["".join(rng.choices("etaoinshrdlucmfwyp", k=rng.randint(2, 9))) for _ in range(chars)]
+    text = " ".join(words)[:chars]
+    assert not scan_text(text, "text")
+    return text
+
+
+def read_chunked(sock: socket.socket) -> bytes:
+    """Everything up to the terminal chunk of a chunked response, its head included."""
+    received = b""
+    while not received.endswith(b"\r\n0\r\n\r\n"):
+        piece = sock.recv(65536)
+        assert piece, "the connection closed before the response ended"
+        received += piece
+    return received
+
+
+def text_deltas(raw: bytes) -> str:
+    _, _, body = raw.partition(b"\r\n\r\n")
+    pieces, position = [], 0
+    while True:
+        size_end = body.index(b"\r\n", position)
+        size = int(body[position:size_end], 16)
+        if size == 0:
+            break
+        pieces.append(body[size_end + 2 : size_end + 2 + size])
+        position = size_end + 4 + size
+    events = parse_sse(b"".join(pieces))
+    return "".join(d["delta"]["text"] for n, d in events if n == "content_block_delta")
+
+
+@pytest.mark.parametrize("models", [["*"], ["none"]], ids=["rescued", "relayed"])
+def test_a_client_that_lags_gets_every_byte(upstream: ScriptedUpstream, models: list) -> None:
+    """A client that stops reading fills its socket: the proxy stops writing from the upstream
+    read, waits for the client, and goes on; nothing is lost or reordered."""
+    text = healthy_text(300_000)
+    upstream.enqueue(ScriptedResponse(text=text, delta_chars=(2000, 3000)))
+    body = json.dumps({**MESSAGES, "max_tokens": 100_000}).encode()
+    request = (
+        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    with NativeProxy(upstream.base_url, send_buffer=8192, models=models) as proxy:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        with sock:
+            sock.settimeout(10)
+            sock.connect(("127.0.0.1", proxy.port))
+            sock.sendall(request)
+            deadline = time.monotonic() + 5
+            while not any(c.paused for c in list(proxy.server.connections)):
+                assert time.monotonic() < deadline, "the client's socket never filled up"
+                time.sleep(0.02)
+            raw = read_chunked(sock)
+    assert text_deltas(raw) == text
+
+
+def test_stall_and_cut_mid_stream_end_in_band(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(text="word " * 40, stall_after=6, stall_seconds=3))
+    upstream.enqueue(ScriptedResponse(text="word " * 40, cut_after=6))
+    with NativeProxy(upstream.base_url, **{"proxy.upstreamIdleTimeoutMs": 300}) as proxy:
+        stalled = httpx.post(proxy.base_url + "/v1/messages", json=MESSAGES)
+        cut = httpx.post(proxy.base_url + "/v1/messages", json=MESSAGES)
+    name, data = parse_sse(stalled.text)[-1]
+    assert name == "error" and "300 ms" in data["error"]["message"]
+    name, data = parse_sse(cut.text)[-1]
+    assert name == "error" and "upstream" in data["error"]["message"]

@@ -41,6 +41,7 @@ from .state import StateStore
 from .upstream import (
     Transport,
     UpstreamError,
+    UpstreamResponse,
     forward_headers,
     response_headers,
 )
@@ -227,13 +228,11 @@ class Proxy:
                 await _gateway_error(reply, AnthropicWire(), err)
                 return
             await reply.start(upstream.status, response_headers(upstream.headers, decoded=False))
-            try:
-                while chunk := await upstream.next_chunk():
-                    await reply.send(chunk)
-            except UpstreamError:
+            if await _relay_body(upstream, reply):
+                await reply.end()
+            else:
                 reply.abort()
                 return
-            await reply.end()
             completed = True
         finally:
             if upstream is not None:
@@ -257,7 +256,7 @@ class Proxy:
         completed = False
         try:
             try:
-                answer = await rescue.answer()
+                answer = await rescue.answer(reply.write_now)
             except UpstreamError as err:
                 completed = True
                 await _gateway_error(reply, prepared.wire, err)
@@ -278,6 +277,26 @@ class Proxy:
                 self.totals.upstream_cancelled += 1
             if rescue.engine.started:
                 self.totals.add(rescue.engine.stats)
+
+
+async def _relay_body(upstream: UpstreamResponse, reply: Reply) -> bool:
+    """The upstream body to the client as it comes: written from the upstream read itself
+    when the server allows it. False when the upstream broke."""
+    write_now = reply.write_now
+    pump = getattr(upstream, "pump", None) if write_now is not None else None
+    while True:
+        if pump is not None:
+            item = await pump(lambda piece: None if piece and write_now(piece) else piece)
+        else:
+            try:
+                item = await upstream.next_chunk()
+            except UpstreamError as err:
+                item = err
+        if isinstance(item, UpstreamError):
+            return False
+        if not item:
+            return True
+        await reply.send(item)  # the client lagged (or no pump): wait for it
 
 
 async def _gateway_error(reply: Reply, wire: Wire, err: UpstreamError) -> None:

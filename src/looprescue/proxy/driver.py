@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,17 +105,29 @@ class ExchangeDriver:
 
     # ------------------------------------------------------------------ streaming
 
-    async def stream(self, response: UpstreamResponse) -> AsyncIterator[bytes]:
-        """Client bytes of a streaming exchange whose first response is ``response`` (200)."""
+    async def stream(
+        self, response: UpstreamResponse, direct: Callable[[bytes], bool] | None = None
+    ) -> AsyncIterator[bytes]:
+        """Client bytes of a streaming exchange whose first response is ``response`` (200).
+
+        ``direct`` writes client bytes at once when the client keeps up (False: it does not,
+        nothing was written). With it, and an upstream response that can ``pump``, each
+        upstream read is fed and its client bytes written from the read itself while the
+        exchange only streams; what yields here is what needs more (state, audit, the end,
+        a cut, a client that lags)."""
         exchange = self.exchange
         current: UpstreamResponse | None = response
         while current is not None:
-            try:
-                chunk = await current.next_chunk()
-            except UpstreamError as err:
-                step = exchange.fail(UpstreamFailed(_failure_kind(err), err.message))
+            pump = getattr(current, "pump", None) if direct is not None else None
+            if pump is not None:
+                step = await pump(lambda item: self._feed_now(item, direct))
             else:
-                step = exchange.feed_bytes(chunk) if chunk else exchange.upstream_ended()
+                try:
+                    chunk = await current.next_chunk()
+                except UpstreamError as err:
+                    step = self._feed_item(err)
+                else:
+                    step = self._feed_item(chunk)
             if step.save is not None or step.audit:
                 await self.carry_out(step)
             if step.client:
@@ -144,6 +156,25 @@ class ExchangeDriver:
                 if current is not None and not exchange.reading:
                     await self.release(current)
                     current = None
+
+    def _feed_item(self, item: bytes | UpstreamError) -> Step:
+        """The step of what the upstream response's body gave."""
+        exchange = self.exchange
+        if isinstance(item, UpstreamError):
+            return exchange.fail(UpstreamFailed(_failure_kind(item), item.message))
+        return exchange.feed_bytes(item) if item else exchange.upstream_ended()
+
+    def _feed_now(
+        self, item: bytes | UpstreamError, direct: Callable[[bytes], bool]
+    ) -> Step | None:
+        """:meth:`_feed_item` from the upstream read: None when all it took was writing
+        client bytes (and ``direct`` did), else the step for :meth:`stream` to carry out."""
+        step = self._feed_item(item)
+        if step.save is not None or step.audit or not self.exchange.reading:
+            return step
+        if step.client and not direct(step.client):
+            return step
+        return None
 
     async def _resume(self, request: SendRequest) -> tuple[UpstreamResponse | None, Step]:
         """Send a continuation and feed its first bytes (at most ``resumeTimeoutMs`` away)."""

@@ -18,7 +18,8 @@ import ssl
 import time
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httptools
@@ -29,6 +30,7 @@ from .upstream import UpstreamError
 IDLE_EXPIRY_SECONDS = 2.0  # inside common server keep-alive timeouts (uvicorn's is 5 s)
 HIGH_WATER = 1 << 20  # stop reading from a response whose client lags by this many bytes
 _DECODED_ENCODINGS = "gzip, deflate"
+T = TypeVar("T")
 
 
 class _Connection(asyncio.Protocol):
@@ -89,6 +91,9 @@ class Http1Response:
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._waiter: asyncio.Future[None] | None = None
+        # pump(): the body goes to this callable from the read itself
+        self._feed: Callable[[bytes | UpstreamError], Any] | None = None
+        self._pumped: asyncio.Future[Any] | None = None
         self._loop = asyncio.get_running_loop()
         self._head_done: asyncio.Future[None] = self._loop.create_future()
         # a request whose caller left before the head has nobody to take its failure
@@ -190,21 +195,42 @@ class Http1Response:
         self._wake()
 
     def _wake(self) -> None:
+        if self._feed is not None:
+            self._pump()
+            return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    # ----- used by the caller
+    def _pump(self) -> None:
+        feed, pumped = self._feed, self._pumped
+        assert feed is not None and pumped is not None
+        while (item := self._take()) is not None:
+            try:
+                result = feed(item)
+            except BaseException as err:  # the pump's caller gets it, not the event loop
+                result = err
+            if result is None:
+                continue
+            self._feed = None
+            if isinstance(result, BaseException):
+                pumped.set_exception(result)
+            else:
+                pumped.set_result(result)
+            return
 
-    async def next_chunk(self) -> bytes:
-        while not self._chunks:
+    def _take(self) -> bytes | UpstreamError | None:
+        """What the body has for the caller now: buffered bytes, else the failure, else
+        ``b""`` once it ended; None when it has to wait."""
+        chunks = self._chunks
+        if not chunks:
             if self._error is not None:
-                raise self._error
+                return self._error
             if self._complete:
                 return self._flush_decoder()
-            await self._wait()
-        data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
-        self._chunks.clear()
+            return None
+        data = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
         self._buffered = 0
         if self._paused and self._connection.transport is not None:
             self._paused = False
@@ -213,8 +239,37 @@ class Http1Response:
             try:
                 data = self._decoder.decompress(data)
             except zlib.error as err:
-                raise UpstreamError("broken", f"upstream body does not decode: {err}") from None
+                self._error = UpstreamError("broken", f"upstream body does not decode: {err}")
+                return self._error
         return data
+
+    # ----- used by the caller
+
+    async def next_chunk(self) -> bytes:
+        while (item := self._take()) is None:
+            await self._wait()
+        if type(item) is bytes:
+            return item
+        raise item
+
+    async def pump(self, feed: Callable[[bytes | UpstreamError], T | None]) -> T:
+        """Hand the body to ``feed`` piece by piece as :meth:`next_chunk` would return it
+        (``b""`` at its end, an :class:`UpstreamError` when it failed), called from the
+        connection's read itself, with no task switch per piece, until ``feed`` returns
+        something other than None: that is returned. ``feed`` must return something for the
+        end and for a failure."""
+        while (item := self._take()) is not None:
+            result = feed(item)
+            if result is not None:
+                return result
+        self._pumped = pumped = self._loop.create_future()
+        self._feed = feed
+        self._arm_stall_check()
+        try:
+            return await pumped
+        finally:
+            self._feed = None
+            self._pumped = None
 
     def _flush_decoder(self) -> bytes:
         if self._decoder is None:
@@ -223,19 +278,21 @@ class Http1Response:
         return decoder.flush()
 
     async def _wait(self) -> None:
-        loop = self._loop
-        self._waiter = waiter = loop.create_future()
-        if self._timer is None:
-            remaining = self._last_data + self._idle_ms / 1000 - loop.time()
-            self._timer = loop.call_later(max(0.0, remaining), self._check_idle)
+        self._waiter = waiter = self._loop.create_future()
+        self._arm_stall_check()
         try:
             await waiter
         finally:
             self._waiter = None
 
+    def _arm_stall_check(self) -> None:
+        if self._timer is None:
+            remaining = self._last_data + self._idle_ms / 1000 - self._loop.time()
+            self._timer = self._loop.call_later(max(0.0, remaining), self._check_idle)
+
     def _check_idle(self) -> None:
         self._timer = None
-        waiter = self._waiter
+        waiter = self._waiter or self._pumped
         if waiter is None or waiter.done():
             return  # nobody waits now: the next wait arms the check again
         remaining = self._last_data + self._idle_ms / 1000 - self._loop.time()

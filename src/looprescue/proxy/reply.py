@@ -45,6 +45,10 @@ class Reply(Protocol):
     async def send(self, piece: bytes) -> None:
         """A piece of a streamed body; waits while the client does not keep up."""
 
+    # Write a piece of a streamed body at once, from any callback; False (nothing written)
+    # while the client does not keep up. None where the server offers no such write.
+    write_now: Callable[[bytes], bool] | None
+
     async def end(self) -> None:
         """The streamed body is complete."""
 
@@ -77,6 +81,8 @@ async def until_gone(task: asyncio.Future[None], gone: Callable[[], bool]) -> bo
 
 class AsgiReply:
     """:class:`Reply` over ASGI ``receive``/``send`` (any ASGI server)."""
+
+    write_now = None  # ASGI writes only by awaiting send
 
     def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._receive = receive

@@ -159,6 +159,12 @@ class Response:
             if self._conn.paused:
                 await self._conn.drain()
 
+    def write_now(self, piece: bytes) -> bool:
+        if self._conn.paused:
+            return False
+        self._write_body(piece)
+        return True
+
     async def end(self) -> None:
         self._finish()
 

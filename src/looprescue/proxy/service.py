@@ -89,11 +89,12 @@ class Rescue:
     first_errors: list[str] = field(default_factory=list)
     finished: bool = False
 
-    async def answer(self) -> Answer:
+    async def answer(self, direct: Callable[[bytes], bool] | None = None) -> Answer:
         """Send the first request; the client's answer: the upstream's own HTTP error as it
         came (the client's retry policy keys off its status, headers and body), the rescued
         stream (to be read to its end or closed), or the rescued whole body. Raises
-        ``UpstreamError`` when the upstream cannot be reached or breaks before the body."""
+        ``UpstreamError`` when the upstream cannot be reached or breaks before the body.
+        ``direct``: the client's immediate write, for the stream (``ExchangeDriver.stream``)."""
         exchange, driver = self.exchange, self.driver
         try:
             upstream = await driver.send(self.first, self.content)
@@ -107,7 +108,7 @@ class Rescue:
         if exchange.streaming:
             headers["content-type"] = exchange.wire.stream_media_type
             headers.setdefault("cache-control", "no-cache")
-            return Answer(200, headers, chunks=driver.stream(upstream))
+            return Answer(200, headers, chunks=driver.stream(upstream, direct))
         status, payload = await driver.whole(upstream)
         if status != 200:
             headers = {}
