@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
@@ -25,6 +26,7 @@ from tests.support.scripted_upstream import (
     corpus_response,
     parse_sse,
 )
+from tests.test_metrics import samples, value
 from tests.test_proxy_http import (
     CONTINUATION,
     ProxyServer,
@@ -43,9 +45,16 @@ class NativeProxy(ProxyServer):
     """``create_app`` served by :class:`HttpServer` on its own event loop in a thread (the
     addresses and totals as :class:`ProxyServer` has them)."""
 
-    def __init__(self, upstream_url: str, send_buffer: int = 0, **overrides: Any) -> None:
-        """``send_buffer``: the kernel's send buffer of every client connection, in bytes."""
-        self.app = create_app(load_config(None, overrides), upstream_url)
+    def __init__(
+        self,
+        upstream_url: str,
+        send_buffer: int = 0,
+        app_options: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> None:
+        """``send_buffer``: the kernel's send buffer of every client connection, in bytes;
+        ``app_options`` go to ``create_app``."""
+        self.app = create_app(load_config(None, overrides), upstream_url, **(app_options or {}))
         self.server = HttpServer(self.app, keepalive_seconds=1.0, graceful_seconds=1.0)
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -109,11 +118,22 @@ MESSAGES = {
 def test_sdks_stream_through_it_and_a_loop_is_rescued(upstream: ScriptedUpstream) -> None:
     record = next(r for r in loop_records() if r["channel"] == "reasoning")
     upstream.enqueue(corpus_response(record), CONTINUATION)
-    upstream.enqueue(ScriptedResponse(reasoning="Short.", text="A healthy answer."))
-    with NativeProxy(upstream.base_url) as proxy:
+    # paced, so its first byte comes well before its end
+    upstream.enqueue(ScriptedResponse(reasoning="Short.", text="A healthy answer.", delay=0.03))
+    registry = CollectorRegistry()
+    with NativeProxy(upstream.base_url, app_options={"metrics_registry": registry}) as proxy:
         rescued = stream_anthropic(proxy)
         healthy = stream_openai(proxy)
         totals = proxy.totals
+        found = samples(proxy)  # the proxy's own endpoints, served by the same app
+        health = httpx.get(proxy.base_url + "/healthz")
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    for protocol in ("anthropic", "openai"):
+        assert value(found, "looprescue_time_to_first_byte_seconds_count", protocol=protocol) == 1
+    first_byte = value(found, "looprescue_time_to_first_byte_seconds_sum", protocol="openai")
+    duration = value(found, "looprescue_request_duration_seconds_sum", protocol="openai")
+    assert 0 < first_byte < duration / 2
+    assert all(r.path not in ("/metrics", "/healthz") for r in upstream.requests)
     (hit,) = scan_text(record["text"], "reasoning")
     assert rescued["reasoning"].startswith(record["text"][: hit.prune_offset])
     assert rescued["reasoning"].endswith(CONTINUATION.reasoning)

@@ -172,8 +172,11 @@ class ExchangeDriver:
         step = self._feed_item(item)
         if step.save is not None or step.audit or not self.exchange.reading:
             return step
-        if step.client and not direct(step.client):
-            return step
+        if step.client:
+            if not direct(step.client):
+                return step
+            if self.first_byte_ms is None:
+                self.first_byte_ms = self.clock.elapsed_ms()
         return None
 
     async def _resume(self, request: SendRequest) -> tuple[UpstreamResponse | None, Step]:
