@@ -101,7 +101,7 @@ def targets(upstream_url: str, upstream_port: int) -> dict[str, Callable[[], Chi
             upstream_url, "rescue", noop_detector=True
         ),
         # the same server relaying the stream untouched (no model matches): the floor of the
-        # HTTP stack (uvicorn + Starlette + the upstream client) without any parsing
+        # HTTP stack (the proxy's server + the upstream client) without any parsing
         "proxy relay path": lambda: proxy_process(upstream_url, "rescue", "--set", "models=[none]"),
     }
 
