@@ -137,12 +137,11 @@ class ChannelDetector:
             return self.hit.prune_offset + self.hit.lead_in
         win = self._win
         end = win.end
-        tail, tail_start = self._segmenter.tail(win)
-        line_tail, line_start = self._segmenter.line_tail(win)
+        segmenter = self._segmenter
         return min(
             self._periodic.safe_offset(win),
             self._echo.safe_offset(win),
-            self._pool.safe_offset(tail, tail_start, end),
-            self._lines.safe_offset(line_tail, line_start, end),
-            self._rows.safe_offset(line_tail, line_start, end),
+            self._pool.safe_offset(win, segmenter.sentence_from, end),
+            self._lines.safe_offset(win, segmenter.line_from, end),
+            self._rows.safe_offset(win, segmenter.line_from, end),
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 
 from looprescue.config import DetectorConfig
+from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rules.pool import REPEAT_WITHIN
 from looprescue.detect.streak import UnitRun
@@ -37,6 +38,7 @@ class LinesRule:
         self._short = 0  # window lines no longer than the median limit
         self._seen = 0  # lines counted so far
         self._warned_at: int | None = None
+        self._free_line = -1  # start of an unfinished line too long to hold anything back
         self._run = UnitRun(
             cfg.linesMinDuplicateRatio,
             max(2, cfg.linesWindow // 3),
@@ -103,11 +105,16 @@ class LinesRule:
             evidence=excerpt(" / ".join(dups)),
         )
 
-    def safe_offset(self, tail: str, tail_start: int, end: int) -> int:
+    def safe_offset(self, win: TextWindow, line_start: int, end: int) -> int:
         held = self._run.hold_from()
         if held is not None:
             return held
+        if line_start == self._free_line:
+            return end
+        tail = win.slice(line_start, end)
         head = tail.strip()
         if head and len(head) <= self._max_median:  # it may still open a run
-            return tail_start + (len(tail) - len(tail.lstrip()))
+            return line_start + (len(tail) - len(tail.lstrip()))
+        if head:
+            self._free_line = line_start  # a line only grows: too long to be held, for good
         return end

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import deque
 
 from looprescue.config import DetectorConfig
+from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
@@ -41,6 +42,9 @@ REPEAT_WITHIN = 8
 # still counts toward a pool, but a run of them is released at once, so healthy reasoning
 # ("Let me check the caller first.") is not held.
 HOLD_CHARS = 20
+# An unfinished sentence whose phrase is this long can no longer turn out a held phrase: it is
+# not asked again until the next sentence begins.
+FREE_AFTER = HOLD_CHARS + 24
 # Recent long sentences remembered to tell a repeated one from a new one.
 LONG_MEMORY = 64
 
@@ -68,6 +72,7 @@ class PoolRule:
         self._long_seen: dict[str, None] = {}  # insertion-ordered: oldest first
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
+        self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
 
     def _inc(self, phrase: str) -> None:
         n = self._counts.get(phrase, 0) + 1
@@ -148,20 +153,31 @@ class PoolRule:
             evidence=excerpt(" / ".join(pool[:8])),
         )
 
-    def safe_offset(self, tail: str, tail_start: int, end: int) -> int:
-        """Earliest offset a future pool hit could prune, given the unfinished sentence."""
+    def safe_offset(self, win: TextWindow, tail_start: int, end: int) -> int:
+        """Earliest offset a future pool hit could prune, given the unfinished sentence (the
+        text from ``tail_start`` on)."""
         held = self._run.hold_from()
         if held is not None:
             return min(held, self._repeats.start if self._repeats.start is not None else held)
         if self._repeats.start is not None:
             return self._repeats.start
+        if tail_start == self._free_tail:
+            return end  # this sentence was already too long to become a phrase
         # The unfinished sentence opens a run if it turns out a very short phrase, and starts a
         # streak of repeats if it turns out a phrase the window already has.
-        if not tail.strip() or len(tail) > 4 * self._max_chars + 64:
+        tail = win.slice(tail_start, end)
+        if not tail.strip():
+            return end
+        if len(tail) > 4 * self._max_chars + 64:
+            self._free_tail = tail_start
             return end
         head = normalize_phrase(tail)
         if len(head) <= HOLD_CHARS or self._prefix_of_a_phrase(head):
             return tail_start + (len(tail) - len(tail.lstrip()))
+        if len(head) > FREE_AFTER:
+            # A longer sentence only grows (a counter label in front, dropped once complete,
+            # is shorter than the margin), and phrases only change at a sentence's end.
+            self._free_tail = tail_start
         return end
 
     def _prefix_of_a_phrase(self, head: str) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.text import excerpt
 
@@ -33,6 +34,7 @@ class TableRowsRule:
         self._seen: set[str] = set()  # rows of the current table
         self._streak_start: int | None = None
         self._score = 0.0
+        self._free_line = -1  # start of the line being written once it can match no row
 
     def end_table(self) -> None:
         """A line that is not a table row: the table, and any streak in it, is over."""
@@ -90,14 +92,19 @@ class TableRowsRule:
             )
         return None
 
-    def safe_offset(self, line_tail: str, line_start: int, end: int) -> int:
+    def safe_offset(self, win: TextWindow, line_start: int, end: int) -> int:
         """A repeated row may be the start of the loop: hold from the streak, or the row being
         written when it begins like a row the table has already."""
         if self._streak_start is not None:
             return self._streak_start
-        if not self._seen or not line_tail.lstrip().startswith("|"):
+        if not self._seen or line_start == self._free_line:
             return end
+        line_tail = win.slice(line_start, end)
         head = " ".join(line_tail.split())
+        if not head:
+            return end
         if head.startswith("|") and any(row.startswith(head) for row in self._seen):
             return line_start + (len(line_tail) - len(line_tail.lstrip()))
+        # no row of the table begins so (rows are only added at a line's end): nor will it
+        self._free_line = line_start
         return end
