@@ -95,6 +95,19 @@ def test_one_flag_line_repeated_inside_a_fence():
     assert hit.fired_at - len(head) < 60 * len(flag)  # well inside a 700-token budget
 
 
+def test_one_long_statement_repeated_inside_a_fence_needs_no_extra_copies():
+    head = "```python\ndef fetch(url):\n    page_data = get(url)\n"
+    line = "    page_data = page_data.split('&#39;')  # remove the '#' delimiter\n"
+    hit = stream(head + line * 40, "text")
+    assert hit is not None and hit.rule == "cycle" and hit.period == len(line)
+    # 1.5 times a cycle's five copies, not three times them
+    assert (hit.fired_at - len(head)) / len(line) <= 9
+    # the same statement written a few times is code, and five layers of a model are too
+    assert scan_text(head + line * 4 + "    return page_data\n```\n", "text") == []
+    layers = "    model.add(Dense(64, activation='relu', kernel_initializer='he_normal'))\n" * 5
+    assert scan_text("```python\nmodel = Sequential()\n" + layers + "```\n", "text") == []
+
+
 # -- degenerate tables and counted lists ----------------------------------------------------
 
 

@@ -17,7 +17,9 @@ Why a repeated unit is a loop, and how many copies that takes (``copies_needed``
   often; one char that is not a letter, twice ``cycleCharRepeats``;
 * any unit but layout also fires once ``cycleMinRepeats`` copies fill ``cycleMinChars``;
 * inside a code fence the copies are ``codeFenceRepeatFactor`` times as many, and the long-run
-  chars ``codeFenceFactor`` times: code repeats lines.
+  chars ``codeFenceFactor`` times: code repeats lines; one long line of words
+  (``LONG_CODE_LINE`` chars or more) repeated back to back needs 1.5 times the copies, as code
+  would write that as a loop.
 
 A counter template (copies identical but for their numbers) is what a user gets when they ask for
 40 CSS classes, a JSON array, log lines or numbered stubs, so it is only a loop when its unit is
@@ -262,6 +264,8 @@ class PeriodicRule:
         # where the repetition is now decides (a loop that began as prose can run into a fence)
         in_fence = fences.fenced(latest_raw)
         more_copies, more_chars = self._fence_factors if in_fence else (1.0, 1.0)
+        if in_fence and _long_statement(text, content):
+            more_copies = min(more_copies, LONG_CODE_LINE_FACTOR)
         raw_chars = win.raw_of(end) - win.raw_of(onset)
         cycle_ready = copies >= self.copies_needed(text, content) * more_copies or (
             copies >= cfg.cycleMinRepeats and raw_chars >= cfg.cycleMinChars * more_chars
@@ -527,6 +531,19 @@ class PeriodicRule:
             self._suffix_lag = 0 if good == 0 else self._suffix_lag
             return win.synced
         return win.raw_of(end - good)
+
+
+# Code repeats short lines (braces, blank comments, decorators, ``pass``) and blocks, and a long
+# statement a few times (four identical layers of a model), but a long line of words written
+# again and again, back to back, is no program: code that means it says so with a loop. Such a
+# line needs half again a cycle's copies inside a fence, not codeFenceRepeatFactor times.
+LONG_CODE_LINE = 40
+LONG_CODE_LINE_FACTOR = 1.5
+
+
+def _long_statement(unit: str, content: Content) -> bool:
+    line = unit.strip()
+    return content is Content.WORDS and "\n" not in line and len(line) >= LONG_CODE_LINE
 
 
 def _same_item_renumbered(unit: str) -> bool:
