@@ -30,13 +30,15 @@ MEANINGS = {
     " conversation gets a short nudge to answer or call a tool (0: never).",
     "stallMinReasoningChars": "Reasoning chars a response needs to count as reasoning-only.",
     "retryTemperature": "Temperature of the first `retryRequests` upstream requests after a"
-    " resume (unset: the request's own).",
+    " resume; a resume sampled as the loop was tends to loop again (null: the request's own).",
     "retryReasoningEffort": "Reasoning effort of those requests (Anthropic"
     " `output_config.effort`, OpenAI `reasoning_effort`; unset: unchanged).",
     "retryRequests": "How many upstream requests after a resume, the continuation first, get"
     " the retry settings.",
-    "retryFrequencyPenalty": "`frequency_penalty` of those requests (OpenAI route only).",
-    "retryPresencePenalty": "`presence_penalty` of those requests (OpenAI route only).",
+    "retryFrequencyPenalty": "`frequency_penalty` of those requests (OpenAI route only; null:"
+    " the request's own).",
+    "retryPresencePenalty": "`presence_penalty` of those requests (OpenAI route only; null: the"
+    " request's own).",
     "resumeTimeoutMs": "How long the proxy waits for a continuation's first byte before it ends"
     " the response with a note.",
     "models": "Glob patterns of the model names the proxy acts on; other models pass through"

@@ -38,6 +38,16 @@ def test_flags_override_the_file_and_bad_values_name_the_key(tmp_path):
         load_config(None, parse_settings(["detector.poolWindow=2"]))
 
 
+def test_a_flag_can_set_a_key_to_null_over_its_default_and_the_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("retryPresencePenalty: 0.2\n")
+    cfg = load_config(path, parse_settings(["retryTemperature=null", "retryPresencePenalty=~"]))
+    assert cfg.retryTemperature is None and cfg.retryPresencePenalty is None
+    assert cfg.retryFrequencyPenalty == 0.5  # untouched keys keep their default
+    with pytest.raises(ConfigError, match=r"mode"):
+        load_config(None, parse_settings(["mode=null"]))
+
+
 def test_scan_honours_watch_from_the_command_line():
     session = str(SESSIONS / "a_reasoning_loop")  # its loop is in the reasoning channel
     assert _cli("scan", session).returncode == 1

@@ -43,7 +43,7 @@ def anthropic_body(**extra: Any) -> dict[str, Any]:
     return {
         "model": "deepseek-flash",
         "stream": True,
-        "max_tokens": 100,
+        "max_tokens": 4096,
         "messages": [{"role": "user", "content": "go"}],
         **extra,
     }
@@ -232,7 +232,9 @@ def test_consecutive_rescue_cap_over_http(upstream: ScriptedUpstream) -> None:
         )
         for expected_requests in (2, 3):
             with client.messages.stream(
-                model="deepseek-flash", max_tokens=64, messages=[{"role": "user", "content": "go"}]
+                model="deepseek-flash",
+                max_tokens=4096,
+                messages=[{"role": "user", "content": "go"}],
             ) as stream:
                 final = stream.get_final_message()
             assert len(upstream.agent_requests()) == expected_requests

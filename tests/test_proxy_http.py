@@ -255,7 +255,7 @@ def test_healthy_streams_pass_with_identical_content(
 
 def test_unchanged_request_bodies_are_forwarded_byte_for_byte(upstream: ScriptedUpstream) -> None:
     body = (
-        b'{"model":"deepseek-flash","stream":true,"max_tokens":64,'
+        b'{"model":"deepseek-flash","stream":true,"max_tokens":4096,'
         b'"messages":[{"role":"user","content":"hi"}],"dsh_session_log":{"version":1},'
         b'"dsh_plugin_packages":{"version":1,"packages":[]}}'
     )
@@ -287,7 +287,7 @@ def test_non_streaming_anthropic_loop_is_rescued(upstream: ScriptedUpstream) -> 
     upstream.enqueue(corpus_response(record), CONTINUATION)
     with serve(upstream) as proxy:
         message = anthropic_client(proxy).messages.create(
-            model="deepseek-flash", max_tokens=100, messages=[{"role": "user", "content": "go"}]
+            model="deepseek-flash", max_tokens=4096, messages=[{"role": "user", "content": "go"}]
         )
     texts = "".join(b.text for b in message.content if b.type == "text")
     assert texts.startswith(record["text"][: hit.prune_offset])

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from tests.paths import CORPUS
 
-from looprescue.config import LoopRescueConfig, load_config
+from looprescue.config import NULL, LoopRescueConfig, load_config
 from looprescue.detect import scan_text
 from looprescue.proxy.anthropic import AnthropicWire
+from looprescue.rescue.budget import estimate_tokens
 from looprescue.rescue.conversation import ConversationState
 from looprescue.rescue.engine import RescueEngine, applies_to
 from looprescue.rescue.events import (
@@ -442,11 +443,46 @@ def test_retry_overrides_apply_to_the_first_retry_requests() -> None:
     assert state.take_retry_request() and not state.take_retry_request()
 
 
-def test_no_overrides_configured_leaves_sampling_unchanged() -> None:
+def test_overrides_set_to_null_leave_sampling_unchanged() -> None:
+    config = load_config(None, {"retryTemperature": None, "retryFrequencyPenalty": None})
+    assert config.retryTemperature == 1.0  # a plain None is a flag not given: default kept
+    config = load_config(None, {"retryTemperature": NULL})
     loop = record("mrwei-bleed-27438")["text"]
-    result = run(engine_for(), Script(reasoning=loop).events(), [])
+    result = run(engine_for(config), Script(reasoning=loop).events(), [])
     body = result.resumes[0].body
     assert "temperature" not in body and "output_config" not in body
+    # by default a resume is sampled hotter than the loop was
+    result = run(engine_for(), Script(reasoning=loop).events(), [])
+    assert result.resumes[0].body["temperature"] == 1.0
+
+
+def budget_request(max_tokens: int) -> dict[str, Any]:
+    return {**REQUEST, "max_tokens": max_tokens}
+
+
+def test_a_resume_gets_what_is_left_of_the_clients_budget() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), budget_request(4000))
+    result = run(engine, Script(reasoning=loop).events(), [Script(text="Done.").events()])
+    left = result.resumes[0].body["max_tokens"]
+    # the cut attempt streamed at least what the client kept, at most the whole text
+    kept = next(r for r in result.audit if r.kind == "detection").data["kept_chars"]
+    assert 4000 - estimate_tokens(loop) <= left <= 4000 - estimate_tokens(loop[:kept]) < 4000
+    assert result.finishes()[-1].reason == "stop"
+
+
+def test_a_loop_that_spent_the_budget_ends_as_the_budget_would() -> None:
+    loop = record("mrwei-bleed-27438")["text"]
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), budget_request(60))
+    result = run(engine, Script(reasoning=loop).events(), [Script(text="Done.").events()])
+    assert not result.resumes and result.finishes()[-1].reason == "max_tokens"
+    assert "60-token budget" in result.content("text", markers=True)
+    check_well_formed(result)
+
+
+def test_budget_estimate_counts_other_chars_one_token_each() -> None:
+    assert estimate_tokens("") == 0 and estimate_tokens("abcde") == 2
+    assert estimate_tokens("继续输出") == 4 and estimate_tokens("ab继续") == 3
 
 
 def test_stall_streak_counts_reasoning_only_responses() -> None:

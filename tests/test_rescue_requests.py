@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.paths import SESSIONS
 
-from looprescue.config import load_config
+from looprescue.config import NULL, load_config
 from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.continuation import KeptWork, LoopSummary, build_continuation
@@ -144,8 +144,23 @@ def test_retry_overrides_per_protocol() -> None:
     tweaked = OpenAIWire().with_retry_overrides(compat, config)
     assert tweaked["reasoning_effort"] == "max" and tweaked["frequency_penalty"] == 0.5
     assert tweaked["presence_penalty"] == 0.25
-    untouched = OpenAIWire().with_retry_overrides(compat, load_config(None))
+    unset = {"retryTemperature": NULL, "retryFrequencyPenalty": NULL, "retryPresencePenalty": NULL}
+    untouched = OpenAIWire().with_retry_overrides(compat, load_config(None, unset))
     assert untouched == compat
+
+
+def test_output_budget_per_protocol() -> None:
+    native = {"model": "m", "max_tokens": 900, "messages": []}
+    assert AnthropicWire().output_budget(native) == 900
+    assert AnthropicWire().with_output_budget(native, 300)["max_tokens"] == 300
+    assert native["max_tokens"] == 900  # the body is not changed in place
+    newer = {"model": "m", "max_completion_tokens": 800, "max_tokens": 900, "messages": []}
+    assert OpenAIWire().output_budget(newer) == 800
+    assert OpenAIWire().with_output_budget(newer, 10) == {**newer, "max_completion_tokens": 10}
+    assert OpenAIWire().output_budget({"model": "m", "max_tokens": "9"}) is None  # not a count
+    unlimited = {"model": "m", "messages": []}
+    assert OpenAIWire().output_budget(unlimited) is None
+    assert OpenAIWire().with_output_budget(unlimited, 10) == unlimited
 
 
 def test_stall_nudge_goes_after_tool_results() -> None:

@@ -201,7 +201,7 @@ def test_text_stream_and_final_message_of_the_stream_helper(
 ) -> None:
     scripted_upstream.enqueue(corpus_response(TEXT_LOOP), CONTINUATION)
     client = looprescue.wrap(anthropic_client(scripted_upstream))
-    with client.messages.stream(model="deepseek-flash", max_tokens=64, messages=PROMPT) as events:
+    with client.messages.stream(model="deepseek-flash", max_tokens=4096, messages=PROMPT) as events:
         streamed = "".join(events.text_stream)
         final = events.get_final_message()
     assert isinstance(final, Message)

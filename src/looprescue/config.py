@@ -144,12 +144,15 @@ class LoopRescueConfig(_Strict):
     maxConsecutiveRescues: int = Field(3, ge=0, le=1000)
     stallCalls: int = Field(3, ge=0, le=1000)
     stallMinReasoningChars: int = Field(1024, ge=0, le=100_000_000)
-    retryTemperature: float | None = Field(None, ge=0.0, le=2.0)
+    # A resume sampled as the loop was tends to loop again: by default it gets more randomness
+    # and, on OpenAI-protocol upstreams, penalties on tokens it already wrote (make e2e measures
+    # these against the other settings). null: sent as the client asked.
+    retryTemperature: float | None = Field(1.0, ge=0.0, le=2.0)
     retryReasoningEffort: Literal["low", "medium", "high", "max"] | None = None
     retryRequests: int = Field(1, ge=0, le=1000)
-    # OpenAI-protocol upstreams only (Anthropic Messages has no penalties); unset: unchanged.
-    retryFrequencyPenalty: float | None = Field(None, ge=-2.0, le=2.0)
-    retryPresencePenalty: float | None = Field(None, ge=-2.0, le=2.0)
+    # OpenAI-protocol upstreams only (Anthropic Messages has no penalties)
+    retryFrequencyPenalty: float | None = Field(0.5, ge=-2.0, le=2.0)
+    retryPresencePenalty: float | None = Field(0.5, ge=-2.0, le=2.0)
     resumeTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
     models: tuple[str, ...] = ("*",)
     # cut loops out of the earlier assistant messages of every request before it goes upstream
@@ -180,6 +183,17 @@ def config_from_mapping(data: Any, source: str = "config") -> LoopRescueConfig:
         return LoopRescueConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err, source)) from None
+
+
+class _Null:
+    """An override that sets a key to null (``--set retryTemperature=null``); a plain None
+    override means the flag was not given."""
+
+    def __repr__(self) -> str:
+        return "null"
+
+
+NULL: Any = _Null()
 
 
 def load_config(
@@ -213,5 +227,5 @@ def load_config(
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"{source}: {dotted}: parent {part!r} is not a mapping")
-        node[leaf] = value
+        node[leaf] = None if value is NULL else value
     return config_from_mapping(data, source)

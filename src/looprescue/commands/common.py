@@ -25,7 +25,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from looprescue.config import ConfigError
+from looprescue.config import NULL, ConfigError
 from looprescue.dsh import SessionError
 
 SET_HELP = "Set one config key, e.g. detector.poolWindow=40 (repeatable)."
@@ -87,9 +87,10 @@ def parse_settings(items: list[str] | None) -> dict[str, Any]:
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. detector.poolWindow=40")
         try:
-            overrides[key] = yaml.safe_load(raw) if raw.strip() else raw
+            value = yaml.safe_load(raw) if raw.strip() else raw
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: cannot read value {raw!r}") from None
+        overrides[key] = NULL if value is None else value
     return overrides
 
 

@@ -172,6 +172,12 @@ class AnthropicWire(Wire):
         # Anthropic Messages has no frequency/presence penalties
         return out
 
+    def output_budget(self, body: Mapping[str, Any]) -> int | None:
+        return count(body.get("max_tokens"))
+
+    def with_output_budget(self, body: Mapping[str, Any], tokens: int) -> dict[str, Any]:
+        return {**body, "max_tokens": tokens}
+
     def prune_history(
         self, body: Mapping[str, Any], pruner: HistoryPruner
     ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:

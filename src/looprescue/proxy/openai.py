@@ -182,10 +182,26 @@ class OpenAIWire(Wire):
             out["presence_penalty"] = config.retryPresencePenalty
         return out
 
+    def output_budget(self, body: Mapping[str, Any]) -> int | None:
+        field = _budget_field(body)
+        return count(body.get(field)) if field else None
+
+    def with_output_budget(self, body: Mapping[str, Any], tokens: int) -> dict[str, Any]:
+        field = _budget_field(body)
+        return {**body, field: tokens} if field else dict(body)
+
     def prune_history(
         self, body: Mapping[str, Any], pruner: HistoryPruner
     ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:
         return openai_history(body, pruner, _REASONING_FIELDS)
+
+
+def _budget_field(body: Mapping[str, Any]) -> str | None:
+    # max_completion_tokens replaced max_tokens; a request may carry either (or both)
+    for field in ("max_completion_tokens", "max_tokens"):
+        if body.get(field) is not None:
+            return field
+    return None
 
 
 # --------------------------------------------------------------------------- decoding

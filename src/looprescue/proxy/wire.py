@@ -95,6 +95,12 @@ class Wire(ABC):
     ) -> dict[str, Any]: ...
 
     @abstractmethod
+    def output_budget(self, body: Mapping[str, Any]) -> int | None: ...
+
+    @abstractmethod
+    def with_output_budget(self, body: Mapping[str, Any], tokens: int) -> dict[str, Any]: ...
+
+    @abstractmethod
     def prune_history(
         self, body: Mapping[str, Any], pruner: HistoryPruner
     ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:

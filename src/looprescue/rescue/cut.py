@@ -5,7 +5,8 @@ Two pure decisions, kept apart from the state machine so each can be read (and t
 * :func:`cut_point`: how much of the channel the client keeps, and the honest accounting of
   loop text that reached it (``kept_loop_chars``: the one copy a periodic loop may keep;
   ``leaked_loop_chars``: anything past the prune point, the target being zero);
-* :func:`cut_action`: observe, defer, cut, stop at the cap, or resume.
+* :func:`cut_action`: observe, defer, cut, stop at the cap or at the end of the client's
+  output budget, or resume.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class CutAction(str, Enum):
     TOOL_CALLS_DONE = "tool_calls_done"  # tool calls reached the client: finish with them
     CUT = "cut"  # mode cut: finish after the kept text
     CAP = "cap"  # too many resumes in a row: finish with a visible note
+    BUDGET = "budget"  # the client's output budget is spent: finish as the budget would
     RESUME = "resume"  # send a continuation and stream it into the same response
 
 
@@ -32,6 +34,8 @@ def cut_action(
     tool_calls_sent: int,
     rescues_in_a_row: int,
     max_rescues: int,
+    tokens_left: int | None = None,
+    min_resume_tokens: int = 0,
 ) -> CutAction:
     if mode == "observe":
         return CutAction.OBSERVE
@@ -45,6 +49,8 @@ def cut_action(
         return CutAction.CUT
     if rescues_in_a_row >= max_rescues:
         return CutAction.CAP
+    if tokens_left is not None and tokens_left < min_resume_tokens:
+        return CutAction.BUDGET
     return CutAction.RESUME
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from ..config import LoopRescueConfig
 from . import marker as notes
 from .blocks import ClientBlocks
+from .budget import MIN_RESUME_TOKENS, estimate_tokens, tokens_left
 from .continuation import (
     KeptWork,
     RequestEditor,
@@ -144,6 +145,7 @@ class _Attempt:
         # chars of each channel the client had from earlier attempts when this one began
         self.visible_base = dict(visible_base)
         self.channel_text: dict[str, list[str]] = {"reasoning": [], "text": []}
+        self.deltas = 0  # reasoning and text deltas received (see _attempt_tokens)
         self.queue = ReleaseQueue()
         self.usage = Usage()  # everything the upstream reported, message start included
         self.reported = Usage()  # what its end-of-message usage said (passed on at the finish)
@@ -196,7 +198,9 @@ class RescueEngine:
         self._visible_chars = {"reasoning": 0, "text": 0}
         self._attempt = _Attempt(0, self._detector_factory(), self._visible_chars)
         self._blocks = ClientBlocks()
-        self._earlier_output_tokens = 0
+        self._earlier_output_tokens = 0  # as the upstream reported them (passed on at the end)
+        self._spent_tokens = 0  # earlier attempts' output, estimated where unreported
+        self._budget = editor.output_budget(request_body)
         self._loops_acted_on = 0
         # spans of the visible reasoning that belong to a loop (its kept copy): never sent back
         self._loop_spans: list[tuple[int, int]] = []
@@ -433,6 +437,7 @@ class RescueEngine:
         start = fed[channel]
         end = fed[channel] = start + len(text)
         attempt.channel_text[channel].append(text)
+        attempt.deltas += 1
         queue = attempt.queue
         watched = channel in self._watched
         if watched:
@@ -591,6 +596,8 @@ class RescueEngine:
             tool_calls_sent=self._blocks.tool_calls_sent,
             rescues_in_a_row=self.conversation.consecutive_rescues + stats.rescues,
             max_rescues=self.config.maxConsecutiveRescues,
+            tokens_left=tokens_left(self._budget, self._spent_tokens + self._attempt_tokens()),
+            min_resume_tokens=MIN_RESUME_TOKENS,
         )
         if action is CutAction.OBSERVE:
             return out + self._release(None)
@@ -632,6 +639,9 @@ class RescueEngine:
             stats.cap_stops += 1
             done = self.conversation.consecutive_rescues + stats.rescues
             return out + self._note(notes.cap_note(done, self.lang)) + self._finish("stop", None)
+        if action is CutAction.BUDGET:
+            note = notes.budget_note(self._budget or 0, self.lang)
+            return out + self._note(note) + self._finish("max_tokens", None)
         summary = summarize_loop(
             channel=channel,
             rule=hit.rule,
@@ -664,6 +674,7 @@ class RescueEngine:
     def _resume(self, summary: Any) -> list[EngineOutput]:
         self.stats.rescues += 1
         self._earlier_output_tokens += self._attempt.usage.output_tokens or 0
+        self._spent_tokens += self._attempt_tokens()
         kept = self.kept_work()
         body: Mapping[str, Any] = build_continuation(
             self.editor, self.request_body, kept, summary, self.lang
@@ -672,6 +683,9 @@ class RescueEngine:
         conversation.retry_requests_left = self.config.retryRequests
         if conversation.take_retry_request() and has_retry_overrides(self.config):
             body = self.editor.with_retry_overrides(body, self.config)
+        left = tokens_left(self._budget, self._spent_tokens)
+        if left is not None:
+            body = self.editor.with_output_budget(body, left)
         number = self._attempt.number + 1
         self._attempt = _Attempt(number, self._detector_factory(), self._visible_chars)
         self._blocks.new_attempt()
@@ -714,6 +728,15 @@ class RescueEngine:
             + self._note(notes.resume_failed_note(reason, self.lang))
             + self._finish("stop", None)
         )
+
+    def _attempt_tokens(self) -> int:
+        """Output tokens of the current attempt: reported, or estimated from what it streamed
+        (a cut attempt never gets to its final usage). OpenAI-compatible servers stream about
+        one token per delta; Anthropic's deltas hold several, where the text estimate is
+        higher."""
+        attempt = self._attempt
+        streamed = sum(estimate_tokens(attempt.text_of(c)) for c in ("reasoning", "text"))
+        return max(attempt.usage.output_tokens or 0, streamed, attempt.deltas)
 
     # ------------------------------------------------------------------ endings
 

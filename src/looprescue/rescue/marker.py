@@ -27,6 +27,19 @@ def marker(channel: str, chars: int, lang: Lang) -> str:
     return f"〔{chars} chars of repeated {word} removed〕"
 
 
+def budget_note(budget: int, lang: Lang) -> str:
+    """Visible note when a loop is cut with too little of the client's token budget left to
+    resume."""
+    if lang == "zh":
+        return (
+            f"〔回复陷入重复，已截断；本次回复的 {budget} 个 token 额度已基本用完，不再自动继续。〕"
+        )
+    return (
+        f"〔The response started repeating itself and was cut. Too little of its {budget}-token "
+        "budget was left to resume it.〕"
+    )
+
+
 def cap_note(rescues: int, lang: Lang) -> str:
     """Visible note when the consecutive-rescue cap stops a resume."""
     if lang == "zh":

@@ -1,0 +1,35 @@
+"""The client's output budget, shared by every upstream attempt of one response.
+
+A client that asks for ``max_tokens: 700`` pays for at most about 700 output tokens, whatever
+happens inside the proxy. So a continuation is sent with what is left of that budget: the
+tokens the earlier attempts generated (their kept text and the pruned loop alike) are taken
+off. A cut attempt never reaches its end-of-message usage, so its tokens are estimated: the
+deltas it streamed (OpenAI-compatible servers send about one token per delta), or its text,
+whichever says more, unless the upstream already reported more.
+"""
+
+from __future__ import annotations
+
+# A continuation with less room than this cannot finish anything useful: the response ends
+# with the budget's own finish reason instead.
+MIN_RESUME_TOKENS = 16
+
+# Tokenizers differ; about four ASCII chars make one token in English and code (OpenAI's rule
+# of thumb), while a CJK char is one or more tokens for most of them. Counting one token per
+# other char keeps the estimate on the side of spending less.
+_ASCII_CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Output tokens that ``text`` took to generate, roughly."""
+    if text.isascii():
+        return -(-len(text) // _ASCII_CHARS_PER_TOKEN)
+    ascii_chars = sum(1 for ch in text if ch < "\x80")
+    return -(-ascii_chars // _ASCII_CHARS_PER_TOKEN) + (len(text) - ascii_chars)
+
+
+def tokens_left(budget: int | None, spent: int) -> int | None:
+    """What a continuation may still generate (None: the client set no budget)."""
+    if budget is None:
+        return None
+    return max(0, budget - spent)
