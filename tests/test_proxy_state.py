@@ -39,7 +39,7 @@ def looping_turn(base_url: str, session: str) -> str:
         default_headers={"x-looprescue-session": session},
     )
     with client.messages.stream(
-        model="deepseek-flash", max_tokens=64, messages=[{"role": "user", "content": "go"}]
+        model="deepseek-flash", max_tokens=4096, messages=[{"role": "user", "content": "go"}]
     ) as stream:
         final = stream.get_final_message()
     return "".join(b.text for b in final.content if b.type == "text")
