@@ -122,7 +122,8 @@ def build_continuation(
     kept_text = kept.text.strip() != ""
     if kept_text:
         body = editor.with_assistant_text(body, kept)
-    correction = notes.correction(loop, kept.reasoning.strip(), kept_text, lang)
+    tools = bool(original.get("tools"))
+    correction = notes.correction(loop, kept.reasoning.strip(), kept_text, lang, tools)
     return editor.with_user_text(body, correction)
 
 
