@@ -9,6 +9,15 @@ and when the proxy detected the loop, what it pruned, how many chars of the dire
 labelled loop reached the client anyway, whether it resumed and completed, and the tokens used
 through the proxy against the same prompt sent directly. Exit status 1 when any looping prompt
 does not come back complete (finish ``stop``), free of loop text and cheaper than directly.
+
+Columns: ``detected`` yes +N (chars consumed past the labelled onset when the proxy fired);
+``pruned`` chars cut; ``loop/leak`` chars of the direct run's labelled loop the client got,
+and of those the chars past the one copy the proxy keeps; ``c-loop`` chars of a run of three
+or more copies in the client's text (markers taken out: a continuation that loops again or
+restarts the answer); ``echo`` chars the model copied from the proxy's correction; ``res``
+resumes; ``finish``; ``done`` (finish stop, no rescue cap, no failed resume); ``tok p/d``
+tokens through the proxy (all upstream requests) and directly; then per upstream request its
+tokens and finish (s stop, l length, ? closed by the proxy's cut).
 """
 
 from __future__ import annotations

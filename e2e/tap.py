@@ -4,9 +4,10 @@ llama-cpp-python's server sends no ``usage`` in streamed responses, and the prox
 usage only when the upstream sends it. So tokens are counted where they are produced: the
 relay forwards each request unchanged, collects the text each response streamed, and when the
 response ends (finished, or closed by the proxy's cut) has the model server's own tokenizer
-count it (``/extras/tokenize/count``). Counting chunks would undercount: llama-cpp-python holds
-back a token that ends inside a UTF-8 character and sends it with the next one, which is
-frequent in Chinese text. Every request, direct or from the proxy, goes through the relay, so
+count it (``/extras/tokenize/count``); a response that ran out of budget used exactly its
+``max_tokens``. Counting chunks alone would undercount: llama-cpp-python holds back a token
+that ends inside a UTF-8 character and sends it with the next one, which is frequent in
+Chinese text. Every request, direct or from the proxy, goes through the relay, so
 both sides are counted the same way.
 """
 
@@ -81,8 +82,18 @@ class Tap:
         for exchange in exchanges:
             exchange.done.wait(timeout)
             if exchange.body.get("stream"):
-                exchange.tokens = self._count_tokens("".join(exchange.text))
+                exchange.tokens = self._tokens_of(exchange)
         return exchanges
+
+    def _tokens_of(self, exchange: Exchange) -> int:
+        """Tokens the model generated for a streamed response: exactly ``max_tokens`` when it
+        ran out of budget; otherwise the text re-tokenized, or the number of chunks when that
+        is more (each chunk holds at least one token). For garbled CJK the model may generate
+        byte tokens that re-tokenize into fewer, so a response the proxy cut is a lower bound."""
+        budget = exchange.body.get("max_tokens") or exchange.body.get("max_completion_tokens")
+        if exchange.finish_reason == "length" and budget:
+            return int(budget)
+        return max(exchange.chunks, self._count_tokens("".join(exchange.text)))
 
     def _count_tokens(self, text: str) -> int:
         if not text:
