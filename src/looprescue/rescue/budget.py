@@ -14,18 +14,21 @@ from __future__ import annotations
 # with the budget's own finish reason instead.
 MIN_RESUME_TOKENS = 16
 
-# Tokenizers differ; about four ASCII chars make one token in English and code (OpenAI's rule
-# of thumb), while a CJK char is one or more tokens for most of them. Counting one token per
-# other char keeps the estimate on the side of spending less.
-_ASCII_CHARS_PER_TOKEN = 4
+# Tokenizers differ, and the estimate errs on the side of the client's budget: three ASCII
+# chars per token (English prose takes about four, code and numbered lists fewer), and two
+# tokens for any other char (a byte-level vocabulary without merges for CJK spends two or three
+# on one char; a multilingual one less than one).
+_ASCII_CHARS_PER_TOKEN = 3
+_TOKENS_PER_OTHER_CHAR = 2
 
 
 def estimate_tokens(text: str) -> int:
-    """Output tokens that ``text`` took to generate, roughly."""
+    """Output tokens that ``text`` took to generate, on the high side."""
     if text.isascii():
         return -(-len(text) // _ASCII_CHARS_PER_TOKEN)
     ascii_chars = sum(1 for ch in text if ch < "\x80")
-    return -(-ascii_chars // _ASCII_CHARS_PER_TOKEN) + (len(text) - ascii_chars)
+    other = len(text) - ascii_chars
+    return -(-ascii_chars // _ASCII_CHARS_PER_TOKEN) + _TOKENS_PER_OTHER_CHAR * other
 
 
 def tokens_left(budget: int | None, spent: int) -> int | None:
