@@ -122,8 +122,7 @@ def build_continuation(
     kept_text = kept.text.strip() != ""
     if kept_text:
         body = editor.with_assistant_text(body, kept)
-    tools = bool(original.get("tools"))
-    correction = notes.correction(loop, kept.reasoning.strip(), kept_text, lang, tools)
+    correction = notes.correction(loop, kept.reasoning.strip(), kept_text, lang)
     return editor.with_user_text(body, correction)
 
 

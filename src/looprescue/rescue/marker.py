@@ -64,16 +64,13 @@ def resume_failed_note(reason: str, lang: Lang) -> str:
     )
 
 
-def correction(
-    loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: Lang, tools: bool = True
-) -> str:
+def correction(loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: Lang) -> str:
     """The user-turn text of a continuation request.
 
     It describes the loop in words (channel, detector rule, how often, how much was removed,
     where it began) and quotes at most one short phrase of it, so the loop itself is
-    not sent back; it asks to continue without repeating or restarting, and, when the request
-    offers ``tools``, to check the workspace before repeating side-effecting actions (they may
-    already have run). Nothing else: a small model loses the task in a long correction.
+    not sent back; it asks to continue without repeating or restarting, and to check the
+    workspace before repeating side-effecting actions (tools may already have run).
     ``kept_reasoning`` (may be empty) is the model's own reasoning before the loop began; it is
     quoted so the model can build on it without the provider having to accept an edited,
     unsigned thinking block.
@@ -92,10 +89,9 @@ def correction(
             parts += ["你在陷入重复之前的推理如下，可以直接在此基础上继续：", kept_reasoning]
         if kept_text:
             parts.append("上一条助手消息是已经展示给用户的部分回答，请接着它写，不要重复。")
-        if tools:
-            parts.append(
-                "之前步骤中的工具调用可能已经执行过：在重复任何有副作用的操作之前，先检查工作区的当前状态。"
-            )
+        parts.append(
+            "之前步骤中的工具调用可能已经执行过：在重复任何有副作用的操作之前，先检查工作区的当前状态。"
+        )
         return "\n\n".join(parts)
     parts = [
         f"[looprescue] Your previous response started repeating itself in its {word} (detector "
@@ -118,11 +114,10 @@ def correction(
             "The previous assistant message is the part of the answer the user has already "
             "seen; continue after it without restating it."
         )
-    if tools:
-        parts.append(
-            "Tool calls from earlier steps may already have run: check the current state of the "
-            "workspace before repeating any action that has side effects."
-        )
+    parts.append(
+        "Tool calls from earlier steps may already have run: check the current state of the "
+        "workspace before repeating any action that has side effects."
+    )
     return "\n\n".join(parts)
 
 
