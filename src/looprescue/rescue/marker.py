@@ -114,6 +114,8 @@ def correction(loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: La
             "The previous assistant message is the part of the answer the user has already "
             "seen; continue after it without restating it."
         )
+    # Last, with or without tools in the request: without it, make e2e saw a small model echo
+    # the sentence that then came last into its answer.
     parts.append(
         "Tool calls from earlier steps may already have run: check the current state of the "
         "workspace before repeating any action that has side effects."
