@@ -120,6 +120,13 @@ class PoolRule:
             and self._covered >= self._need
             and self._min_distinct <= self._pool_size <= self._max_phrases
         ):
+            # an onset is a unit of the run or the streak's start: while both are younger than
+            # poolMinChars there is nothing to fire yet, and no need to look for it
+            earliest = min(
+                x for x in (self._run.hold_from(), self._repeats.start, end) if x is not None
+            )
+            if end - earliest < self._min_chars:
+                return None
             members = {p for p, n in self._counts.items() if n >= 2}
             onset = self._run.onset(members)
             if onset is None:
