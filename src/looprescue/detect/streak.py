@@ -38,6 +38,7 @@ class UnitRun:
     __slots__ = (
         "_counts",
         "_coverage",
+        "_first_repeats",
         "_horizon",
         "_max_members",
         "_repeat_within",
@@ -54,6 +55,8 @@ class UnitRun:
         self._units: deque[tuple[str | None, int]] = deque()
         self._counts: dict[str, int] = {}  # of the member keys in _units
         self._score = 0.0  # CUSUM from the candidate, counting every possible member as one
+        # the candidate's first units are all there and repeat soon: true until it is dropped
+        self._first_repeats = False
 
     def add(self, key: str | None, start: int, barrier: bool = False) -> None:
         """A complete unit: ``key`` is its normalised text when it may be a member, None when it
@@ -65,6 +68,7 @@ class UnitRun:
                 units.clear()
                 counts.clear()
                 self._score = 0.0
+                self._first_repeats = False
             return
         if not units and key is None:
             return  # a run starts with a unit that may be a member
@@ -79,16 +83,20 @@ class UnitRun:
         # the candidate may have died: most runs are short and most units fit, so check cheaply
         while units and (
             self._score < 0.0
-            or (len(units) > self._repeat_within and not self._repeats_soon(0))
+            or (len(units) > self._repeat_within and not self._first_repeat_soon())
             or (len(counts) > self._max_members and not self._may_reach_coverage())
         ):
             self._drop_first()
 
-    def _alive(self) -> bool:
-        """Whether the candidate (first unit) can still be an onset, whatever comes next."""
-        return self._score >= 0.0 and self._repeats_soon(0) and self._may_reach_coverage()
+    def _first_repeat_soon(self) -> bool:
+        # called once the candidate's first repeat_within + 1 units are in: they never change
+        # while it stays the candidate, nor does the answer
+        if not self._first_repeats:
+            self._first_repeats = self._repeats_soon(0)
+        return self._first_repeats
 
     def _drop_first(self) -> None:
+        self._first_repeats = False
         key, _ = self._units.popleft()
         if key is not None:
             left = self._counts[key] - 1

@@ -278,7 +278,12 @@ class PeriodicRule:
         )
         if not (cycle_ready or counter_ready):
             return None
-        changes = self._number_changes(win, latest, unit, min(int(copies), 6))
+        # copies equal once folded hold the same numbers when the unit has none
+        changes = (
+            self._number_changes(win, latest, unit, min(int(copies), 6))
+            if _A_DIGIT.search(text)
+            else 0
+        )
         if changes == 0:
             if cycle_ready:
                 return self._hit(win, "cycle", first, onset, unit, end, cp, text, in_fence)
@@ -544,6 +549,9 @@ LONG_CODE_LINE_FACTOR = 1.5
 def _long_statement(unit: str, content: Content) -> bool:
     line = unit.strip()
     return content is Content.WORDS and "\n" not in line and len(line) >= LONG_CODE_LINE
+
+
+_A_DIGIT = re.compile(r"[0-9]")
 
 
 def _same_item_renumbered(unit: str) -> bool:
