@@ -270,12 +270,13 @@ class PeriodicRule:
         cycle_ready = copies >= self.copies_needed(text, content) * more_copies or (
             copies >= cfg.cycleMinRepeats and raw_chars >= cfg.cycleMinChars * more_chars
         )
-        shape = self._counter_shape(text, content, in_fence)
-        counter_ready = (
-            shape is not None
-            and copies >= self._counter_copies_needed(text, shape)
-            and raw_chars >= cfg.counterMinChars
+        # a counter needs counterMinRepeats copies whatever its shape: judge the shape after
+        shape = (
+            self._counter_shape(text, content, in_fence)
+            if copies >= cfg.counterMinRepeats and raw_chars >= cfg.counterMinChars
+            else None
         )
+        counter_ready = shape is not None and copies >= self._counter_copies_needed(text, shape)
         if not (cycle_ready or counter_ready):
             return None
         # copies equal once folded hold the same numbers when the unit has none
