@@ -57,7 +57,8 @@ MEANINGS = {
     "detector.cycleBlockRepeats": "Copies a block of sentences or lines needs.",
     "detector.cycleCharRepeats": "Copies a one-letter unit needs.",
     "detector.counterMinRepeats": "Copies a counter loop (copies equal but for their numbers)"
-    " needs; it always needs one copy more than a cycle of the same unit.",
+    " needs; it needs one copy more than a cycle of the same unit, except a block of prose"
+    " lines, which needs as many.",
     "detector.counterMinChars": "Chars of copies a counter loop needs at the least.",
     "detector.counterMaxChangingNumbers": "Numbers that may change from one copy of a counter"
     " loop to the next; a log or a table of measurements changes more, and is not a loop.",

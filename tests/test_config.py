@@ -23,7 +23,7 @@ def test_defaults_match_the_documented_thresholds():
         30,
     )
     assert (d.counterMinRepeats, d.counterMinChars, d.codeFenceFactor, d.codeFenceRepeatFactor) == (
-        5,
+        4,
         200,
         2.0,
         3.0,

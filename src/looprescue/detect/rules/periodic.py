@@ -25,7 +25,8 @@ A counter template (copies identical but for their numbers) is what a user gets 
 40 CSS classes, a JSON array, log lines or numbered stubs, so it is only a loop when its unit is
 prose of several lines (a step block restated with a new number), a table row whose only change
 is its row number, or hardly any text at all (``t1t2t3…``: a chant of numbers, which needs
-``cycleCharRepeats`` copies); it needs one copy more than a cycle, ``counterMinRepeats`` at least.
+``cycleCharRepeats`` copies); it needs one copy more than a cycle (a prose block: as many),
+``counterMinRepeats`` at least.
 
 Prune point: one copy of the unit is kept, counted from where the repetition really starts (the
 run is extended backwards as far as it holds and reduced to its primitive period), moved to a
@@ -340,6 +341,10 @@ class PeriodicRule:
         cfg = self._cfg
         if shape == "tiny":
             return max(cfg.counterMinRepeats, cfg.cycleCharRepeats)
+        if shape == "block":
+            # several lines of prose restated with only a number changed: a copy of the same
+            # block is as plain a loop as a verbatim one, and as long a unit to wait for
+            return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS))
         return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS) + 1)
 
     def _not_an_enumeration(self, win: TextWindow, latest: int, unit: int, copies: int) -> bool:
