@@ -106,6 +106,9 @@ def test_one_long_statement_repeated_inside_a_fence_needs_no_extra_copies():
     assert scan_text(head + line * 4 + "    return page_data\n```\n", "text") == []
     layers = "    model.add(Dense(64, activation='relu', kernel_initializer='he_normal'))\n" * 5
     assert scan_text("```python\nmodel = Sequential()\n" + layers + "```\n", "text") == []
+    # copies run together on one line are a statement, judged like any code in a fence
+    run_on = "for (let k = 0; k < 8; k++) { sum += arr[k]; }" * 20
+    assert scan_text("```\n" + run_on + "\n```\n", "text") == []
 
 
 # -- degenerate tables and counted lists ----------------------------------------------------

@@ -553,8 +553,14 @@ LONG_CODE_LINE_FACTOR = 1.5
 
 
 def _long_statement(unit: str, content: Content) -> bool:
+    """One whole line (copies on one line are a run-on statement, judged like other code)."""
     line = unit.strip()
-    return content is Content.WORDS and "\n" not in line and len(line) >= LONG_CODE_LINE
+    return (
+        content is Content.WORDS
+        and unit.endswith("\n")
+        and "\n" not in line
+        and len(line) >= LONG_CODE_LINE
+    )
 
 
 _A_DIGIT = re.compile(r"[0-9]")
