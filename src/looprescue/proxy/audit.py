@@ -63,10 +63,14 @@ class AuditLog:
 
 
 class RequestClock:
-    """Millisecond timings of one client request, for audit records."""
+    """Timings of one client request: whole milliseconds for audit records, seconds for the
+    metrics' histograms (a first byte often comes within a millisecond)."""
 
     def __init__(self) -> None:
         self._start = time.monotonic()
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self._start) * 1000)
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._start

@@ -45,7 +45,7 @@ class ExchangeDriver:
     context: dict[str, Any] = field(default_factory=dict)
     clock: RequestClock = field(default_factory=RequestClock)
     resume_started_ms: int | None = None
-    first_byte_ms: int | None = None  # when the first client bytes of a stream were ready
+    first_byte_s: float | None = None  # when the first client bytes of a stream were ready
     _open: list[UpstreamResponse] = field(default_factory=list)
 
     # ------------------------------------------------------------------ steps
@@ -131,8 +131,8 @@ class ExchangeDriver:
             if step.save is not None or step.audit:
                 await self.carry_out(step)
             if step.client:
-                if self.first_byte_ms is None:
-                    self.first_byte_ms = self.clock.elapsed_ms()
+                if self.first_byte_s is None:
+                    self.first_byte_s = self.clock.elapsed_s()
                 yield step.client
             if exchange.reading:
                 continue
@@ -175,8 +175,8 @@ class ExchangeDriver:
         if step.client:
             if not direct(step.client):
                 return step
-            if self.first_byte_ms is None:
-                self.first_byte_ms = self.clock.elapsed_ms()
+            if self.first_byte_s is None:
+                self.first_byte_s = self.clock.elapsed_s()
         return None
 
     async def _resume(self, request: SendRequest) -> tuple[UpstreamResponse | None, Step]:

@@ -249,15 +249,15 @@ class RescueService:
             return
         rescue.finished = True
         driver = rescue.driver
-        duration_ms = driver.clock.elapsed_ms()
-        first_byte_ms = driver.first_byte_ms
-        if first_byte_ms is None and not rescue.exchange.streaming and rescue.engine.done:
-            first_byte_ms = duration_ms  # a whole body: its first byte went with the rest
+        duration_s = driver.clock.elapsed_s()
+        first_byte_s = driver.first_byte_s
+        if first_byte_s is None and not rescue.exchange.streaming and rescue.engine.done:
+            first_byte_s = duration_s  # a whole body: its first byte went with the rest
         self.metrics.response(
             rescue.exchange.wire.name,
             rescue.adapter,
             rescue.engine.stats,
             errors=rescue.first_errors + rescue.engine.stats.upstream_errors,
-            duration_s=duration_ms / 1000,
-            first_byte_s=None if first_byte_ms is None else first_byte_ms / 1000,
+            duration_s=duration_s,
+            first_byte_s=first_byte_s,
         )
