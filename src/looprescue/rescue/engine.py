@@ -590,13 +590,15 @@ class RescueEngine:
         }
         stats.hits.append({k: v for k, v in record.items() if k != "loop_text"})
         out: list[EngineOutput] = [AuditRecord("detection", {**record, "mode": self.config.mode})]
+        # output tokens of the response so far, this attempt included (only a cut needs them)
+        spent = self._spent_tokens + (self._attempt_tokens() if self._acting else 0)
         action = cut_action(
             mode=self.config.mode,
             tool_call_open=any(attempt.blocks[i].kind == "tool_call" for i in attempt.open),
             tool_calls_sent=self._blocks.tool_calls_sent,
             rescues_in_a_row=self.conversation.consecutive_rescues + stats.rescues,
             max_rescues=self.config.maxConsecutiveRescues,
-            tokens_left=tokens_left(self._budget, self._spent_tokens + self._attempt_tokens()),
+            tokens_left=tokens_left(self._budget, spent),
             min_resume_tokens=MIN_RESUME_TOKENS,
         )
         if action is CutAction.OBSERVE:
@@ -650,7 +652,7 @@ class RescueEngine:
             channel_text=text,
             loop_start=hit.loop_start,
         )
-        return out + self._resume(summary)
+        return out + self._resume(summary, spent)
 
     def _marker_for(self, up_index: int, chars: int) -> list[EngineOutput]:
         if not self.config.marker or chars <= 0:
@@ -671,10 +673,10 @@ class RescueEngine:
 
     # ------------------------------------------------------------------ resume
 
-    def _resume(self, summary: Any) -> list[EngineOutput]:
+    def _resume(self, summary: Any, spent: int) -> list[EngineOutput]:
         self.stats.rescues += 1
         self._earlier_output_tokens += self._attempt.usage.output_tokens or 0
-        self._spent_tokens += self._attempt_tokens()
+        self._spent_tokens = spent
         kept = self.kept_work()
         body: Mapping[str, Any] = build_continuation(
             self.editor, self.request_body, kept, summary, self.lang

@@ -11,6 +11,7 @@ library's own exception, so the first request's failure can reach the SDK as it 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from types import ModuleType
@@ -66,7 +67,7 @@ class _AsyncResponse(_Response):
         await self.response.aclose()
 
 
-class _Upstream:
+class _Upstream(ABC):
     """Requests through a transport of the SDK's HTTP library (``_send`` says how)."""
 
     def __init__(
@@ -96,11 +97,12 @@ class _Upstream:
         response.request = request  # tied to its request, the library decodes its body
         return self._response(response, raw)
 
+    @abstractmethod
     async def _send(self, transport: Any, request: Any) -> Any:
-        raise NotImplementedError
+        """Send ``request`` on the SDK's transport (async, or on a worker thread)."""
 
-    def _response(self, response: Any, raw: bool) -> _Response:
-        raise NotImplementedError
+    @abstractmethod
+    def _response(self, response: Any, raw: bool) -> _Response: ...
 
     def busy_connections(self) -> int:
         return 0  # the SDK's pool is not ours to count
