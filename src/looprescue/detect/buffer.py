@@ -27,14 +27,15 @@ _ORDINAL_SECOND = frozenset("tdh")
 _ORDINAL = re.compile(r"(?<=[0-9])[snrt][tdh]?")
 
 
-def _fold_to_byte(err: UnicodeEncodeError) -> tuple[str, int]:
-    # Chars beyond Latin-1 become one byte each (a hash into 128..255), so the byte view has
-    # exactly one byte per char; a hash collision only yields a candidate that is then checked
-    # against the real text.
+def _fold_to_byte(err: UnicodeEncodeError) -> tuple[bytes, int]:
+    # Chars beyond Latin-1 become one byte each (the low seven bits of the code point, with the
+    # high bit set), so the byte view has exactly one byte per char; a collision only yields a
+    # candidate that is then checked against the real text.
     chunk = err.object[err.start : err.end]
-    return "".join(chr(128 + (ord(ch) * 40503 >> 3) % 128) for ch in chunk), err.end
+    return chunk.encode("utf-32-le")[::4].translate(_HIGH_HALF), err.end
 
 
+_HIGH_HALF = bytes(128 | (b & 127) for b in range(256))
 codecs.register_error("looprescue-fold", _fold_to_byte)
 
 
@@ -185,8 +186,8 @@ class TextWindow:
                 removed += cut - begin - 1
                 parts.append("0" + piece[cut:end])  # digits past a number's length stay
             last = end
-            letters = _ordinal_letters(piece, end, 2)
-            if letters:
+            if piece[end : end + 1] in _ORDINAL_FIRST:  # rare: most numbers end a word
+                letters = _ordinal_letters(piece, end, 2)
                 parts.append("th"[:letters])
                 last = end + letters
         if parts:

@@ -39,6 +39,8 @@ from looprescue.detect.hits import Hit
 # bounds keep the work per hit small.
 LOOP_SEGMENTS = 64
 MAX_WALK = 256
+# Text before the onset split at first; most walks stop in it.
+NEAR_ONSET_CHARS = 2048
 # Rules that find a loop by its exact period: their onset is where the exact repetition
 # begins, so near-copies before it are left to find. (A pool or lines rule counts variants
 # in already and places its onset where its batch first appeared.)
@@ -84,45 +86,59 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
         return hit
     exact = {tuple(t) for t in loop}
     # A line can hold several of the loop's sentences ("A。A。A。" before "A。⏎⏎A。⏎⏎"):
-    # lines are then also compared sentence by sentence.
-    sentences = (
-        [t for s in in_loop for t in map(_tokens, _segments(_SENTENCE, s)) if t] if by_lines else []
-    )
+    # lines are then also compared sentence by sentence (tokenised when first needed).
+    sentences: list[list[str]] = []
+
+    def loop_sentences() -> list[list[str]]:
+        if not sentences:
+            sentences.extend(t for s in in_loop for t in map(_tokens, _segments(_SENTENCE, s)) if t)
+        return sentences
+
     before = win.slice(floor, start)
-    segments = _segments(split, before)
     # The onset may be inside a line, after a sentence: the start of that line is then judged
     # by its sentences alone. Anywhere else inside a segment, nothing before it is a copy.
-    partial = bool(segments) and not _ends_segment(before, by_lines)
+    partial = bool(before) and not _ends_segment(before, by_lines)
     if partial and not (by_lines and _ends_segment(before, False)):
         return hit
-    onset = start
-    offset = start
-    copies_only = True  # every segment walked over is an exact copy of one of the loop's
-    first_copy = 0  # length of the earliest segment walked over
-    for walked, segment in enumerate(reversed(segments)):
-        offset -= len(segment)
-        if walked >= MAX_WALK or offset < floor:
+    # The walk usually stops within a few segments: split only the text near the onset, from
+    # a segment boundary, and all of it only if the walk gets there.
+    tail_from = _boundary_before(before, len(before) - NEAR_ONSET_CHARS, by_lines)
+    while True:
+        segments = _segments(split, before[tail_from:])
+        onset = offset = start
+        copies_only = True  # every segment walked over is an exact copy of one of the loop's
+        first_copy = 0  # length of the earliest segment walked over
+        walked_all = True
+        for walked, segment in enumerate(reversed(segments)):
+            offset -= len(segment)
+            if walked >= MAX_WALK or offset < floor:
+                walked_all = False
+                break
+            tokens = _tokens(segment)
+            if not tokens:
+                continue  # a blank line goes with whatever is around it
+            prose = not fenced(offset) and not _CODE.search(segment)
+            whole = not (walked == 0 and partial)  # the segment is all there is of it
+            if whole and tuple(tokens) in exact:
+                onset, first_copy = offset, len(segment)
+                continue
+            if whole and prose and _near_any(tokens, loop):
+                onset, first_copy, copies_only = offset, len(segment), False
+                continue
+            walked_all = False
+            if not (by_lines and prose):
+                break
+            # the line may hold the loop's sentences, or end in them
+            tail, exact_tail, first = _trailing_near(segment, loop_sentences())
+            if tail < len(segment):
+                onset, first_copy = offset + tail, first
+                copies_only = copies_only and exact_tail
+            if tail > 0:
+                break
+            walked_all = True  # the whole line was the loop's sentences: the walk goes on
+        if not walked_all or tail_from == 0:
             break
-        tokens = _tokens(segment)
-        if not tokens:
-            continue  # a blank line goes with whatever is around it
-        prose = not fenced(offset) and not _CODE.search(segment)
-        whole = not (walked == 0 and partial)  # the segment is all there is of it
-        if whole and tuple(tokens) in exact:
-            onset, first_copy = offset, len(segment)
-            continue
-        if whole and prose and _near_any(tokens, loop):
-            onset, first_copy, copies_only = offset, len(segment), False
-            continue
-        if not (by_lines and prose):
-            break
-        # the line may hold the loop's sentences, or end in them
-        tail, exact_tail, first = _trailing_near(segment, sentences)
-        if tail < len(segment):
-            onset, first_copy = offset + tail, first
-            copies_only = copies_only and exact_tail
-        if tail > 0:
-            break
+        tail_from = 0
     if onset == start:
         return hit
     # The first copy is kept when what came before the run was exact copies (reshuffled);
@@ -132,6 +148,19 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     return replace(
         hit, loop_start=onset, prune_offset=prune, lead_in=hit.lead_in + hit.prune_offset - prune
     )
+
+
+def _boundary_before(text: str, pos: int, by_lines: bool) -> int:
+    """An offset at or before ``pos`` where a segment of the split begins (0 when there is
+    none): after a line break, and for sentences after the spaces or tabs that follow it."""
+    nl = text.rfind("\n", 0, pos) if pos > 0 else -1
+    if nl < 0:
+        return 0
+    at = nl + 1
+    if not by_lines:
+        while at < len(text) and text[at] in " \t":
+            at += 1
+    return at
 
 
 def _segments(split: re.Pattern[str], text: str) -> list[str]:

@@ -11,8 +11,8 @@ client. That needs two answers from the same state:
 * ``hold_from()``, at any time: the earliest offset such an onset could still have, whatever
   comes next, so a proxy can release everything before it.
 
-A batch also repeats itself soon: within ``repeat_within`` units of its onset, two units repeat
-earlier ones (a rotation of a handful of phrases comes back to them within a few sentences).
+A batch also repeats itself soon: within ``repeat_within`` units of its onset, a unit repeats
+an earlier one (a rotation of a handful of phrases comes back to them within a few sentences).
 Healthy short sentences do not, so they are released after that many at most.
 
 What makes the second answer cheap and honest: a new long unit (one that can never be a member)
@@ -83,7 +83,10 @@ class UnitRun:
         # the candidate may have died: most runs are short and most units fit, so check cheaply
         while units and (
             self._score < 0.0
-            or (len(units) > self._repeat_within and not self._first_repeat_soon())
+            or (
+                len(units) > self._repeat_within
+                and not (self._first_repeats or self._first_repeat_soon())
+            )
             or (len(counts) > self._max_members and not self._may_reach_coverage())
         ):
             self._drop_first()
@@ -115,8 +118,8 @@ class UnitRun:
             self._drop_first()  # a candidate is a unit that may be a member
 
     def _repeats_soon(self, first: int) -> bool:
-        """Whether units repeat earlier ones at least twice within ``repeat_within`` units of
-        unit ``first`` (or too few units have come yet to tell)."""
+        """Whether units repeat earlier ones at least ``REPEATS_SOON`` times within
+        ``repeat_within`` units of unit ``first`` (or too few units have come yet to tell)."""
         units, size = self._units, self._repeat_within + 1
         if len(units) - first < size:
             return True
@@ -137,22 +140,48 @@ class UnitRun:
     def onset(self, members: set[str] | frozenset[str]) -> int | None:
         """Start of the earliest member unit from which members keep the coverage up to now."""
         c = self._coverage
-        total = 0.0
-        suffix_min = 0.0  # min over later prefixes of the running sum, relative to here
-        best = None
         units = self._units
+        n = len(units)
+        size = self._repeat_within + 1
+        # Whether units repeat soon after unit i (see _repeats_soon), for every i in one
+        # backward pass: nearest[i] is the index of the next unit with unit i's key, so the
+        # units from i on hold a repeat within ``size`` when some nearest[k] for k in that
+        # stretch falls inside it.
+        never = n + size
+        nearest = [never] * n
+        following: dict[str, int] = {}
+        gain, loss = 1.0 - c, -c
+        total = 0.0  # the running sum from unit i on, floored at zero after each later unit
+        best = None
         # Walk backwards: a start i holds when no partial sum from i onwards goes below zero.
-        for i in range(len(units) - 1, -1, -1):
-            key, start = units[i]
-            member = key is not None and key in members
-            total = ((1.0 - c) if member else -c) + min(0.0, suffix_min)
-            suffix_min = total
-            if member and total >= 0.0 and self._repeats_soon(i):
-                best = start
+        i = n
+        for key, start in reversed(units):
+            i -= 1
+            carry = total if total < 0.0 else 0.0
+            if key is None:
+                total = loss + carry
+                continue
+            nearest[i] = following.get(key, never)
+            following[key] = i
+            if key in members:
+                total = gain + carry
+                if total >= 0.0 and (n - i < size or _repeats_in(nearest, i, size)):
+                    best = start
+            else:
+                total = loss + carry
         return best
 
     def __len__(self) -> int:
         return len(self._units)
+
+
+def _repeats_in(nearest: list[int], first: int, size: int) -> bool:
+    """``UnitRun._repeats_soon`` from the next-occurrence indexes of the units."""
+    limit = first + size
+    window = nearest[first:limit]
+    if REPEATS_SOON == 1:
+        return min(window) < limit
+    return sum(1 for k in window if k < limit) >= REPEATS_SOON
 
 
 class RepeatStreak:

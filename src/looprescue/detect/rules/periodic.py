@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Protocol
 
 from looprescue.config import DetectorConfig
@@ -148,6 +149,24 @@ def primitive_period(stretch: str, lag: int) -> int:
     return (unit + unit).find(unit, 1)
 
 
+@dataclass(slots=True, frozen=True)
+class _UnitFacts:
+    """The shape facts of one copy that decide how many copies make a loop. Every one of them
+    reads digits only as "a digit", so copies that differ in their numbers share them."""
+
+    content: Content
+    cycle_copies: float
+    counter_shape: str | None  # outside a fence (inside one, a counter template is code)
+    counter_copies: float
+    long_statement: bool
+    has_digit: bool
+
+
+# Copy shapes remembered per rule: a handful of runs is judged at a time.
+FACTS_REMEMBERED = 256
+_NONZERO_DIGIT = re.compile("[1-9]")
+
+
 class PeriodicRule:
     """Tracks periodic runs of one channel's folded text and fires ``cycle`` or ``counter``."""
 
@@ -160,6 +179,14 @@ class PeriodicRule:
         )
         self._structural = fence_guard  # the visible-text channel, where lists are structure
         self._runs: dict[int, _Run] = {}
+        self._copy_numbers = _NumbersByLine()
+        self._facts: dict[str, _UnitFacts] = {}
+        # the fewest copies any unit needs (copies_needed, counter_copies: fence factors are
+        # at least 1), for one char and for longer units
+        self._least_copies = max(2.0, min(cfg.cycleMinRepeats, cfg.counterMinRepeats))
+        self._least_copies_one = max(
+            2.0, min(cfg.cycleMinRepeats, cfg.counterMinRepeats, cfg.cycleCharRepeats)
+        )
         self._last = 0  # folded offset the runs are extended to
         # a repetition that stopped recurring since the last checkpoint is judged at the next
         # one: hold it back until then (raw offset, and the folded end the checkpoint must pass)
@@ -248,7 +275,9 @@ class PeriodicRule:
         if unit < cfg.cycleMinPeriod:
             return None
         first = run.start - run.lag  # where the periodic stretch begins
-        if end - first < 2 * unit:
+        # The kept copy starts inside the first one, so there are at most this many copies:
+        # fewer than any rule needs is nothing yet (most runs are judged at two copies).
+        if end - first < (self._least_copies_one if unit == 1 else self._least_copies) * unit:
             return None
         # Copies are counted, and their shape judged, from the kept copy's natural start: a
         # stretch can begin mid-unit when the text before the loop ends like the unit does.
@@ -259,32 +288,30 @@ class PeriodicRule:
         latest = onset + (int(copies) - 1) * unit  # the last complete copy
         latest_raw = win.raw_of(latest)
         text = win.slice(latest_raw, win.raw_of(latest + unit))
-        content = content_of(text)
-        if content is Content.LAYOUT:
+        facts = self._facts_of(text)
+        if facts.content is Content.LAYOUT:
             return None
         # where the repetition is now decides (a loop that began as prose can run into a fence)
         in_fence = fences.fenced(latest_raw)
         more_copies, more_chars = self._fence_factors if in_fence else (1.0, 1.0)
-        if in_fence and _long_statement(text, content):
+        if in_fence and facts.long_statement:
             more_copies = min(more_copies, LONG_CODE_LINE_FACTOR)
         raw_chars = win.raw_of(end) - win.raw_of(onset)
-        cycle_ready = copies >= self.copies_needed(text, content) * more_copies or (
+        cycle_ready = copies >= facts.cycle_copies * more_copies or (
             copies >= cfg.cycleMinRepeats and raw_chars >= cfg.cycleMinChars * more_chars
         )
-        # a counter needs counterMinRepeats copies whatever its shape: judge the shape after
+        # a counter needs counterMinRepeats copies whatever its shape (never one in a fence)
         shape = (
-            self._counter_shape(text, content, in_fence)
-            if copies >= cfg.counterMinRepeats and raw_chars >= cfg.counterMinChars
+            facts.counter_shape
+            if not in_fence and copies >= cfg.counterMinRepeats and raw_chars >= cfg.counterMinChars
             else None
         )
-        counter_ready = shape is not None and copies >= self._counter_copies_needed(text, shape)
+        counter_ready = shape is not None and copies >= facts.counter_copies
         if not (cycle_ready or counter_ready):
             return None
         # copies equal once folded hold the same numbers when the unit has none
         changes = (
-            self._number_changes(win, latest, unit, min(int(copies), 6))
-            if _A_DIGIT.search(text)
-            else 0
+            self._number_changes(win, latest, unit, min(int(copies), 6)) if facts.has_digit else 0
         )
         if changes == 0:
             if cycle_ready:
@@ -299,6 +326,28 @@ class PeriodicRule:
         ):
             return self._hit(win, "counter", first, onset, unit, end, cp, text, in_fence)
         return None
+
+    def _facts_of(self, text: str) -> _UnitFacts:
+        """What the shape of one copy says, remembered by its text with digits masked: a run is
+        judged at every checkpoint, and its copies read the same but for their numbers."""
+        key = _NONZERO_DIGIT.sub("0", text)
+        facts = self._facts.get(key)
+        if facts is None:
+            if len(self._facts) >= FACTS_REMEMBERED:
+                self._facts.clear()
+            content = content_of(text)
+            shape = self._counter_shape(text, content)
+            facts = self._facts[key] = _UnitFacts(
+                content=content,
+                cycle_copies=self.copies_needed(text, content),
+                counter_shape=shape,
+                counter_copies=(
+                    self._counter_copies_needed(text, shape) if shape is not None else math.inf
+                ),
+                long_statement=_long_statement(text, content),
+                has_digit=_A_DIGIT.search(text) is not None,
+            )
+        return facts
 
     def copies_needed(self, unit: str, content: Content) -> float:
         """Copies of a unit (raw text of one copy) that make its repetition a loop."""
@@ -315,15 +364,13 @@ class PeriodicRule:
             need = min(need, max(cfg.cycleMinRepeats, cfg.cycleBlockRepeats))
         return need * doubt
 
-    def _counter_shape(self, unit: str, content: Content, in_fence: bool) -> str | None:
+    def _counter_shape(self, unit: str, content: Content) -> str | None:
         """Which kind of counter template the unit is, when its repetition can be a loop:
         ``table`` (a row: a loop when only its row number changes), ``renumbered`` (a list
         item whose content is gone: only its number, or only numbers), ``tiny`` (hardly any
         text), ``block`` (several sentences or lines of prose), ``item`` (one line: a loop
         only when its numbers do not count up, else it is an enumeration). None: code, data,
-        or what a user asks for."""
-        if in_fence:
-            return None
+        or what a user asks for. (Inside a fence a counter template is always code.)"""
         if is_table_row(unit):
             return "table" if content in (Content.WORDS, Content.NUMERIC) else None
         if _same_item_renumbered(unit):
@@ -351,13 +398,15 @@ class PeriodicRule:
         """A one-line counter template is an enumeration (what was asked for) when an index
         counts up, unless it is a row of results whose result never changes (``7 x 12 = 12``).
         Judged on the last few copies."""
-        texts = _copy_texts(win, latest, unit, min(copies, 6))
-        if len(texts) < 3:
+        spans = _copy_spans(win, latest, unit, min(copies, 6))
+        if len(spans) < 3:
             return False  # too few copies to tell: an enumeration by default
-        results = [numbers_of(t.rsplit("=", 1)[1]) for t in texts if "=" in t]
-        if len(results) == len(texts) and results[0] and all(r == results[0] for r in results):
-            return True
-        rows = [[int(n) for n in numbers_of(t)] for t in texts]
+        if "=" in win.slice(*spans[-1]):
+            texts = [win.slice(*span) for span in spans]
+            results = [numbers_of(t.rsplit("=", 1)[1]) for t in texts if "=" in t]
+            if len(results) == len(texts) and results[0] and all(r == results[0] for r in results):
+                return True
+        rows = [self._copy_numbers.values(win, span) for span in spans]
         for position in range(min(len(row) for row in rows)):
             steps = {rows[k + 1][position] - rows[k][position] for k in range(len(rows) - 1)}
             if len(steps) == 1 and steps.pop() > 0:
@@ -393,17 +442,12 @@ class PeriodicRule:
     def _number_changes(self, win: TextWindow, latest: int, unit: int, copies: int) -> int:
         """Most numbers that differ between the same line of consecutive copies, among the last
         ``copies`` (a counter changes one or two per line; a log of measurements, many)."""
-        worst = 0
-        newer = _line_numbers(win.slice(win.raw_of(latest), win.raw_of(latest + unit)))
-        for k in range(1, copies):
-            start = latest - k * unit
-            if start < win.fbase:
-                break
-            older = _line_numbers(win.slice(win.raw_of(start), win.raw_of(start + unit)))
-            for new_line, old_line in zip(newer, older, strict=False):
-                worst = max(worst, sum(a != b for a, b in zip(new_line, old_line, strict=False)))
-            newer = older
-        return worst
+        spans = _copy_spans(win, latest, unit, copies)
+        numbers = self._copy_numbers
+        return max(
+            (numbers.changes(win, new, old) for old, new in pairwise(spans)),
+            default=0,
+        )
 
     def hit_for(
         self, win: TextWindow, rule: str, lag: int, end: int, cp: int, known: int
@@ -586,10 +630,59 @@ def _content_gone(texts: list[str]) -> bool:
     return any(len({row[k] for row in rows}) == 1 for k in range(min(map(len, rows))))
 
 
+def _copy_spans(win: TextWindow, latest: int, unit: int, copies: int) -> list[tuple[int, int]]:
+    """Raw spans of the last ``copies`` copies still held, oldest first."""
+    oldest = max(latest - (copies - 1) * unit, latest - (latest - win.fbase) // unit * unit)
+    bounds = [win.raw_of(s) for s in range(oldest, latest + unit + 1, unit)]
+    return list(pairwise(bounds))
+
+
 def _copy_texts(win: TextWindow, latest: int, unit: int, copies: int) -> list[str]:
     """Raw text of the last ``copies`` copies still held, oldest first."""
-    starts = [latest - k * unit for k in range(copies - 1, -1, -1)]
-    return [win.slice(win.raw_of(s), win.raw_of(s + unit)) for s in starts if s >= win.fbase]
+    return [win.slice(*span) for span in _copy_spans(win, latest, unit, copies)]
+
+
+class _NumbersByLine:
+    """The numbers of each line of a copy, and how many differ between two copies, remembered
+    by the copies' raw spans: a run is judged at every checkpoint and looks at its last few
+    copies each time, and held raw text never changes, so each copy is parsed once."""
+
+    LIMIT = 256  # spans remembered; a run looks at six copies, a handful of runs at once
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, int], list[list[str]]] = {}
+        self._changes: dict[tuple[tuple[int, int], tuple[int, int]], int] = {}
+        self._values: dict[tuple[int, int], list[int]] = {}
+
+    def get(self, win: TextWindow, span: tuple[int, int]) -> list[list[str]]:
+        lines = self._known.get(span)
+        if lines is None:
+            if len(self._known) >= self.LIMIT:
+                self._known.clear()
+            lines = self._known[span] = _line_numbers(win.slice(*span))
+        return lines
+
+    def values(self, win: TextWindow, span: tuple[int, int]) -> list[int]:
+        """The copy's numbers in order, as integers."""
+        values = self._values.get(span)
+        if values is None:
+            if len(self._values) >= self.LIMIT:
+                self._values.clear()
+            values = self._values[span] = [int(n) for line in self.get(win, span) for n in line]
+        return values
+
+    def changes(self, win: TextWindow, newer: tuple[int, int], older: tuple[int, int]) -> int:
+        """Most numbers that differ between the same line of two copies."""
+        key = (newer, older)
+        worst = self._changes.get(key)
+        if worst is None:
+            if len(self._changes) >= self.LIMIT:
+                self._changes.clear()
+            pairs = zip(self.get(win, newer), self.get(win, older), strict=False)
+            worst = self._changes[key] = max(
+                (sum(a != b for a, b in zip(n, o, strict=False)) for n, o in pairs), default=0
+            )
+        return worst
 
 
 def _line_numbers(text: str) -> list[list[str]]:

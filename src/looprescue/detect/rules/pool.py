@@ -122,9 +122,12 @@ class PoolRule:
         ):
             # an onset is a unit of the run or the streak's start: while both are younger than
             # poolMinChars there is nothing to fire yet, and no need to look for it
-            earliest = min(
-                x for x in (self._run.hold_from(), self._repeats.start, end) if x is not None
-            )
+            earliest = end
+            held, streak = self._run.hold_from(), self._repeats.start
+            if held is not None and held < earliest:
+                earliest = held
+            if streak is not None and streak < earliest:
+                earliest = streak
             if end - earliest < self._min_chars:
                 return None
             members = {p for p, n in self._counts.items() if n >= 2}
