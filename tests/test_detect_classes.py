@@ -47,6 +47,45 @@ def test_thirty_copies_of_one_letter_and_48_of_one_ideograph():
     _fires_early(LEAD + "好" * 48, len(LEAD), 30, keep=1)
 
 
+# A run that starts after one checkpoint and stops before the next (a model's phrase stuck for
+# a dozen copies inside a sentence, which then goes on): 130 chars of lead put it in a stride.
+INSIDE_LEAD = (
+    "The answer needs one short paragraph about the cache, so I will write it and then stop. "
+    "First the cache itself, then what it is for.\n"
+)
+AFTER_RUN = (
+    "；。这就是人工智能的一种工作的技巧，它可以让我们更好地看到自己的未来。\n\n"
+    "Then the answer moves on to the next point, with new words in every sentence it writes. "
+    "It explains the eviction policy, the sizes involved, and how a reader would tune them.\n"
+)
+
+
+@pytest.mark.parametrize(("unit", "copies"), [("生命中的", 14), ("again ", 12), ("ok", 20)])
+def test_a_short_unit_repeated_between_two_checkpoints_is_cut(unit, copies):
+    assert len(INSIDE_LEAD) > STRIDE and len(INSIDE_LEAD) + len(unit) * copies < 2 * STRIDE
+    text = INSIDE_LEAD + unit * copies + AFTER_RUN
+    for sizes in ((3, 5, 2), (1,), (64,)):
+        hit = stream(text, "text", sizes=sizes)
+        assert hit is not None and hit.rule == "cycle", (sizes, hit)
+        # judged at the checkpoint after the run: one copy kept
+        assert hit.fired_at <= 2 * STRIDE + 1, hit
+        assert hit.prune_offset == len(INSIDE_LEAD) + len(unit), hit
+
+
+@pytest.mark.parametrize(
+    "inside",
+    [
+        "ha" * 9,  # nine copies of a short unit: fewer than the ten a loop needs
+        "好的" * 8,
+        "-" * 40 + "\n",  # a divider
+        "        return value\n" * 2,  # indentation
+        "a-b-c-d-e-f-g-h ",  # a pattern, not a repeated unit
+    ],
+)
+def test_short_repetition_inside_a_stride_that_is_no_loop(inside):
+    assert stream(INSIDE_LEAD + inside + AFTER_RUN, "text", sizes=(3, 5, 2)) is None
+
+
 def test_a_fifty_char_chunk_ten_times_and_a_sentence_twenty_times():
     chunk = "Row check passed for the cached item, moving on. "
     assert len(chunk) == 49

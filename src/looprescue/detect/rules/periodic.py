@@ -73,6 +73,14 @@ BROKEN_RUN_MIN = 16
 # Lags tracked at once; more than a handful only happens in highly regular text (tables), where
 # the longest runs are the interesting ones.
 MAX_CANDIDATES = 8
+# Runs of a short unit that start and stop between two checkpoints: probed every INNER_STEP
+# chars with INNER_PROBE chars, at lags up to INNER_MAX_LAG (the short units: a unit under 16
+# chars repeated ten times or more is 20-160 chars, and fits inside a stride). INNER_OVERLAP
+# reaches back into the last stride for a run the checkpoint cut in two.
+INNER_PROBE = 8
+INNER_STEP = 24
+INNER_MAX_LAG = 16
+INNER_OVERLAP = 24
 # Older occurrences of the probe tried per checkpoint, to get past repeats inside one unit.
 MAX_OCCURRENCES = 8
 _SENTENCE_MARKS = ("。", "！", "？", ". ", "! ", "? ")
@@ -142,6 +150,29 @@ def _run_length(text: str, end: int, lag: int, known: int, floor: int) -> int:
     return lo
 
 
+def _match_end(text: str, at: int, lag: int, limit: int) -> int:
+    """Where the match of ``text[at:]`` with the text ``lag`` chars earlier stops (at most
+    ``limit``); ``text[at:at + INNER_PROBE]`` is known to match (galloping, then halving)."""
+    good = min(at + INNER_PROBE, limit)
+    step = INNER_PROBE
+    while good < limit:
+        trial = min(good + step, limit)
+        if not text.startswith(text[good:trial], good - lag):
+            break
+        good = trial
+        step *= 2
+    else:
+        return limit
+    bad = trial  # text[good:bad] does not match all through
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if text.startswith(text[good:mid], good - lag):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
 def primitive_period(stretch: str, lag: int) -> int:
     """The primitive period of a ``lag``-periodic ``stretch``: the smallest rotation period of
     one copy (a divisor of ``lag``), found by one substring search."""
@@ -201,12 +232,57 @@ class PeriodicRule:
     def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
         end = win.folded_of(cp)
         best = self._extend(win, end, cp, fences)
-        self._last = end
+        stride_start, self._last = self._last, end
         if not any(end - r.start >= r.lag for r in self._runs.values()):
             self._discover(win, end)
-        hit = self._evaluate(win, end, cp, fences)
-        if hit is not None and (best is None or hit.prune_offset < best.prune_offset):
-            best = hit
+        for hit in (
+            self._evaluate(win, end, cp, fences),
+            self._inner_runs(win, stride_start, end, cp, fences),
+        ):
+            if hit is not None and (best is None or hit.prune_offset < best.prune_offset):
+                best = hit
+        return best
+
+    def _inner_runs(
+        self, win: TextWindow, stride_start: int, end: int, cp: int, fences: FenceMap
+    ) -> Hit | None:
+        """Judge the runs of a short unit that began and ended inside the stride.
+
+        Runs are otherwise found where they reach a checkpoint, and a short unit repeated a
+        dozen times (``生命中的`` x 14, 56 chars) can start and stop between two. Such a run is
+        found by probing the stride every ``INNER_STEP`` chars: ``INNER_PROBE`` chars that
+        occur again at most ``INNER_MAX_LAG`` chars before. Probes start a little before the
+        stride, for a run that the last checkpoint cut in two. A run that reaches the
+        checkpoint is left to the tracked runs."""
+        folded, data, base = win.folded, win.fbytes, win.fbase
+        e = end - base
+        floor = max(0, end - win.keep - base)  # the horizon: never depends on trimming
+        lo = max(stride_start - base - INNER_OVERLAP, floor + INNER_MAX_LAG)
+        lo += -(lo + base) % INNER_STEP  # probes sit at absolute offsets: any chunking agrees
+        best: Hit | None = None
+        judged_until = lo
+        for i in range(lo, e - INNER_PROBE, INNER_STEP):
+            if i < judged_until:
+                continue  # inside a run judged already
+            needle = data[i : i + INNER_PROBE]
+            j = data.rfind(needle, i - INNER_MAX_LAG, i + INNER_PROBE - 1)
+            if j < 0 or not (needle.isascii() or folded.startswith(folded[i : i + INNER_PROBE], j)):
+                continue  # (a hash collision of the byte view is no repetition)
+            lag = i - j
+            # how far the run goes on after the probe, up to the checkpoint
+            stop = _match_end(folded, i, lag, e)
+            if stop >= e:
+                continue  # reaches the checkpoint: a tracked run's business
+            length = _run_length(folded, stop, lag, stop - i, floor)
+            first = stop - length - lag
+            judged_until = stop
+            unit = primitive_period(folded[first:stop], lag)
+            if stop - first < (self._cfg.cycleCharRepeats if unit == 1 else 2 * unit):
+                continue  # far too few copies (one char needs dozens)
+            run = _Run(lag, first + base + lag, unit)
+            hit = self._judge(win, run, stop + base, cp, fences)
+            if hit is not None and (best is None or hit.prune_offset < best.prune_offset):
+                best = hit
         return best
 
     def _extend(self, win: TextWindow, end: int, cp: int, fences: FenceMap) -> Hit | None:
