@@ -105,6 +105,22 @@ def test_removed_file_is_reported_once_then_picked_up_again(tmp_path: Path) -> N
     assert update.restarted and len(update.events) == 2
 
 
+def test_a_removed_file_that_comes_back_as_a_directory_is_reported_again(tmp_path: Path) -> None:
+    # a poll can fall between the removal and the mkdir: the second state is news too
+    path = tmp_path / "session.v4.jsonl"
+    path.write_bytes(LINES[0] + LINES[1])
+    tail = SessionTail(path)
+    tail.poll()
+    path.unlink()
+    assert "removed" in tail.poll().notices[0]
+    path.mkdir()
+    assert "is a directory" in tail.poll().notices[0]
+    assert tail.poll().notices == []
+    path.rmdir()
+    path.write_bytes(LINES[0] + LINES[1])
+    assert "reappeared" in tail.poll().notices[0]
+
+
 def test_missing_file_and_garbage_fail_loudly_naming_the_file(tmp_path: Path) -> None:
     with pytest.raises(SessionAccessError, match="no such session log"):
         SessionTail(tmp_path / "absent.zstd")

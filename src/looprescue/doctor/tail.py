@@ -46,7 +46,7 @@ class SessionTail:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._file_id: tuple[int, int] | None = None
-        self._missing_reported = False
+        self._missing_reported: str | None = None  # what was said about the path being gone
         self._reset()
         try:
             open_regular(self.path).close()
@@ -75,7 +75,7 @@ class SessionTail:
         with fh:
             stat = os.fstat(fh.fileno())
             self._check_same_file(fh, stat, update)
-            self._missing_reported = False
+            self._missing_reported = None
             fh.seek(self._offset)
             budget = max_bytes
             while budget > 0 and (chunk := fh.read(min(_READ_SIZE, budget))):
@@ -88,18 +88,19 @@ class SessionTail:
         return update
 
     def _gone(self, update: TailUpdate, err: SessionAccessError) -> None:
-        """The path is missing or no longer a regular file: say so once, then wait."""
+        """The path is missing or no longer a regular file: say so once (and again when that
+        changes, a removed log that comes back as a directory), then wait."""
         if err.reason.startswith("permission denied"):
             raise err
-        if not self._missing_reported:
-            what = "removed" if err.reason.startswith("file not found") else err.reason
+        what = "removed" if err.reason.startswith("file not found") else err.reason
+        if what != self._missing_reported:
             update.notices.append(f"{self.path}: session log {what}; waiting for it")
-            self._missing_reported = True
+            self._missing_reported = what
 
     def _check_same_file(self, fh: Any, stat: os.stat_result, update: TailUpdate) -> None:
         file_id = (stat.st_dev, stat.st_ino)
         reason = None
-        if self._missing_reported:
+        if self._missing_reported is not None:
             reason = "reappeared"
         elif self._file_id is not None and file_id != self._file_id:
             reason = "was replaced (rotated)"
