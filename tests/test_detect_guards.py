@@ -75,7 +75,7 @@ def test_repetitive_code_in_a_fence_is_held_to_a_stricter_threshold():
 
 def test_a_real_loop_inside_a_fence_is_still_caught():
     head = "#include <llvm/MC/MCAsmInfo.h>\n#include <llvm/MC/MCInst.h>\n"
-    pair = "#include <llvm/Support/TargetSelect.h>\n#include <llvm/Support/TargetRegistry.h>\n"
+    pair = "    llvm::InitializeAllTargets();\n    llvm::InitializeAllAsmPrinters();\n"
     fenced = stream("```cpp\n" + head + pair * 40, "text")
     bare = stream("Includes:\n" + head + pair * 40, "text")
     assert fenced is not None and fenced.rule == "cycle" and fenced.period == len(pair)
@@ -85,6 +85,17 @@ def test_a_real_loop_inside_a_fence_is_still_caught():
     bare_copies = (bare.fired_at - bare.loop_start) / len(pair)
     assert 3.5 <= bare_copies < 4 + 128 / len(pair) + 0.5  # judged at the next checkpoint
     assert fenced_copies >= 11.5
+
+
+def test_include_lines_looping_inside_a_fence_are_the_imports_rule():
+    head = "#include <llvm/MC/MCAsmInfo.h>\n#include <llvm/MC/MCInst.h>\n"
+    pair = "#include <llvm/Support/TargetSelect.h>\n#include <llvm/Support/TargetRegistry.h>\n"
+    hit = stream("```cpp\n" + head + pair * 40, "text")
+    # no program includes a header a third time: cut where the pair began, long before a
+    # fenced cycle's twelve copies
+    assert hit is not None and hit.rule == "imports"
+    assert hit.prune_offset == len("```cpp\n" + head)
+    assert hit.fired_at <= len("```cpp\n" + head) + 3 * len(pair) + 128
 
 
 def test_quoting_the_same_code_twice_while_planning_an_edit():

@@ -7,6 +7,7 @@ from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.nearcopy import extend_over_near_copies
 from looprescue.detect.rules.echo import EchoRule
+from looprescue.detect.rules.imports import ImportsRule
 from looprescue.detect.rules.lines import LinesRule
 from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.periodic import PeriodicRule
@@ -38,6 +39,7 @@ class ChannelDetector:
         self._lines = LinesRule(channel, cfg)
         self._echo = EchoRule(channel, cfg)
         self._rows = TableRowsRule(channel)
+        self._imports = ImportsRule(channel)
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
@@ -47,6 +49,7 @@ class ChannelDetector:
             # a sentence with this many chars cannot normalise to a phrase (edges are short)
             long_sentence=4 * cfg.poolMaxPhraseChars + 64,
             table=self._rows,
+            code=self._imports,
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
@@ -144,4 +147,5 @@ class ChannelDetector:
             self._pool.safe_offset(win, segmenter.sentence_from, end),
             self._lines.safe_offset(win, segmenter.line_from, end),
             self._rows.safe_offset(win, segmenter.line_from, end),
+            self._imports.safe_offset(win, segmenter.line_from, end, segmenter.in_fence),
         )

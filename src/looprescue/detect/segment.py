@@ -31,6 +31,12 @@ LineSink = Callable[[str, int, int], Hit | None]
 LineStartSink = Callable[[int], None]
 
 
+class CodeSink(Protocol):
+    def on_code_line(self, line: str, start: int, end: int) -> Hit | None: ...
+
+    def end_fence(self) -> None: ...
+
+
 class TableSink(Protocol):
     def on_row(self, row: str, start: int, end: int) -> Hit | None: ...
 
@@ -51,6 +57,7 @@ class Segmenter:
         on_line_start: LineStartSink | None,
         long_sentence: int = LONG_UNIT,
         table: TableSink | None = None,
+        code: CodeSink | None = None,
     ) -> None:
         # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
         self._structural = structural_text
@@ -58,6 +65,7 @@ class Segmenter:
         self._on_line = on_line
         self._on_line_start = on_line_start
         self._table = table
+        self._code = code  # gets the lines inside ``` fences
         self._long_sentence = min(long_sentence, LONG_UNIT)
         self.sentence_from = 0  # offset after the last sentence boundary
         self.line_from = 0  # offset after the last newline
@@ -142,8 +150,12 @@ class Segmenter:
             else:
                 self._table.end_table()
         if kind is LineKind.FENCE:
+            if self._code is not None:
+                self._code.end_fence()
             self.in_fence = not self.in_fence
             self._fence_marks.append(end)
+        elif self.in_fence and self._code is not None:
+            hit = self._code.on_code_line(line, start, end) or hit
         self.line_from = end
         self._line_kind = None
         if self._on_line_start is not None and not self.in_fence:
