@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import islice
 
 from looprescue.detect.buffer import TextWindow, fold
 from looprescue.detect.hits import Hit
@@ -40,7 +41,7 @@ from looprescue.detect.hits import Hit
 LOOP_SEGMENTS = 64
 MAX_WALK = 256
 # Text before the onset split at first; most walks stop in it.
-NEAR_ONSET_CHARS = 2048
+NEAR_ONSET_CHARS = 512
 # Rules that find a loop by its exact period: their onset is where the exact repetition
 # begins, so near-copies before it are left to find. (A pool or lines rule counts variants
 # in already and places its onset where its batch first appeared.)
@@ -78,7 +79,7 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     loop_text = win.slice(start, hit.fired_at)
     by_lines = loop_text.count("\n") >= 2
     split = _LINE if by_lines else _SENTENCE
-    in_loop = _segments(split, loop_text)[: LOOP_SEGMENTS + 1]
+    in_loop = _segments(split, loop_text, LOOP_SEGMENTS + 1)
     if in_loop and (len(in_loop) > LOOP_SEGMENTS or not _complete(in_loop[-1], by_lines)):
         in_loop.pop()  # a segment cut off where the rule fired says less than it will
     loop = [t for t in map(_tokens, in_loop) if t]
@@ -163,8 +164,10 @@ def _boundary_before(text: str, pos: int, by_lines: bool) -> int:
     return at
 
 
-def _segments(split: re.Pattern[str], text: str) -> list[str]:
-    return [m.group() for m in split.finditer(text) if m.group()]
+def _segments(split: re.Pattern[str], text: str, most: int | None = None) -> list[str]:
+    """The segments of ``text`` (the first ``most`` of them, when given)."""
+    found = (m.group() for m in split.finditer(text) if m.group())
+    return list(found if most is None else islice(found, most))
 
 
 def _complete(segment: str, by_lines: bool) -> bool:

@@ -43,6 +43,7 @@ import math
 import re
 from dataclasses import dataclass
 from itertools import pairwise
+from operator import ne
 from typing import Protocol
 
 from looprescue.config import DetectorConfig
@@ -385,10 +386,10 @@ class PeriodicRule:
         counter_ready = shape is not None and copies >= facts.counter_copies
         if not (cycle_ready or counter_ready):
             return None
+        # the last few copies (raw spans), whose numbers tell a counter from a cycle
+        spans = _copy_spans(win, latest, unit, min(int(copies), 6)) if facts.has_digit else []
         # copies equal once folded hold the same numbers when the unit has none
-        changes = (
-            self._number_changes(win, latest, unit, min(int(copies), 6)) if facts.has_digit else 0
-        )
+        changes = self._number_changes(win, spans) if facts.has_digit else 0
         if changes == 0:
             if cycle_ready:
                 return self._hit(win, "cycle", first, onset, unit, end, cp, text, in_fence)
@@ -397,7 +398,7 @@ class PeriodicRule:
             counter_ready
             and (changes <= cfg.counterMaxChangingNumbers or shape == "renumbered")
             and (shape != "table" or changes == 1)
-            and (shape != "item" or self._not_an_enumeration(win, latest, unit, int(copies)))
+            and (shape != "item" or self._not_an_enumeration(win, spans))
             and (shape != "renumbered" or _content_gone(_copy_texts(win, latest, unit, 6)))
         ):
             return self._hit(win, "counter", first, onset, unit, end, cp, text, in_fence)
@@ -470,11 +471,10 @@ class PeriodicRule:
             return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS))
         return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS) + 1)
 
-    def _not_an_enumeration(self, win: TextWindow, latest: int, unit: int, copies: int) -> bool:
+    def _not_an_enumeration(self, win: TextWindow, spans: list[tuple[int, int]]) -> bool:
         """A one-line counter template is an enumeration (what was asked for) when an index
         counts up, unless it is a row of results whose result never changes (``7 x 12 = 12``).
-        Judged on the last few copies."""
-        spans = _copy_spans(win, latest, unit, min(copies, 6))
+        Judged on the last few copies (their raw spans, oldest first)."""
         if len(spans) < 3:
             return False  # too few copies to tell: an enumeration by default
         if "=" in win.slice(*spans[-1]):
@@ -515,10 +515,10 @@ class PeriodicRule:
             phrases.add(phrase)
         return len(phrases) <= cfg.poolMaxPhrases
 
-    def _number_changes(self, win: TextWindow, latest: int, unit: int, copies: int) -> int:
+    def _number_changes(self, win: TextWindow, spans: list[tuple[int, int]]) -> int:
         """Most numbers that differ between the same line of consecutive copies, among the last
-        ``copies`` (a counter changes one or two per line; a log of measurements, many)."""
-        spans = _copy_spans(win, latest, unit, copies)
+        few (their raw spans; a counter changes one or two per line, a log of measurements,
+        many)."""
         numbers = self._copy_numbers
         return max(
             (numbers.changes(win, new, old) for old, new in pairwise(spans)),
@@ -754,10 +754,11 @@ class _NumbersByLine:
         if worst is None:
             if len(self._changes) >= self.LIMIT:
                 self._changes.clear()
-            pairs = zip(self.get(win, newer), self.get(win, older), strict=False)
-            worst = self._changes[key] = max(
-                (sum(a != b for a, b in zip(n, o, strict=False)) for n, o in pairs), default=0
-            )
+            worst = 0
+            for new_line, old_line in zip(self.get(win, newer), self.get(win, older), strict=False):
+                if new_line != old_line:
+                    worst = max(worst, sum(map(ne, new_line, old_line)))
+            self._changes[key] = worst
         return worst
 
 

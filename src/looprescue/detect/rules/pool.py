@@ -74,15 +74,6 @@ class PoolRule:
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
 
-    def _inc(self, phrase: str) -> None:
-        n = self._counts.get(phrase, 0) + 1
-        self._counts[phrase] = n
-        if n == 2:
-            self._covered += 2
-            self._pool_size += 1
-        elif n > 2:
-            self._covered += 1
-
     def _dec(self, phrase: str) -> None:
         n = self._counts[phrase] - 1
         if n == 0:
@@ -105,8 +96,14 @@ class PoolRule:
             key = phrase
             # only a very short phrase can open (or carry) a held run: see HOLD_CHARS
             self._run.add(key if len(key) <= HOLD_CHARS else None, start)
-            self._repeats.add(key in self._counts, start)
-            self._inc(key)
+            seen = self._counts.get(key, 0)
+            self._repeats.add(seen > 0, start)
+            self._counts[key] = seen + 1
+            if seen == 1:
+                self._covered += 2
+                self._pool_size += 1
+            elif seen > 1:
+                self._covered += 1
         else:
             return None  # punctuation only: not a unit
         window = self._window
