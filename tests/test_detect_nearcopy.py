@@ -106,6 +106,40 @@ def _ordinal(n: int) -> str:
     return f"{n}" + {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
+CLAUSE = "用于表示一个系统，"
+
+
+def test_a_clause_the_model_kept_coming_back_to_before_a_run_on_loop_is_part_of_it():
+    # the clause four times in a sentence, the sentence again with a change, then the clause on
+    # and on in one sentence that never ends: no segment of the loop to compare with, but its
+    # unit's copies make up most of what came before it
+    lead = "在这个表格中，我们可以使用一个表格，"
+    text = (
+        lead
+        + CLAUSE * 4
+        + "。\n\n这个表格可以用来表示一个系统，"
+        + CLAUSE * 3
+        + "。\n\n这个表格可以用来"
+    ) + CLAUSE * 60
+    hit = _only_hit(text)
+    assert hit.rule == "cycle"
+    assert hit.loop_start == hit.prune_offset == len(lead)
+    assert hit.lead_in > 0  # a stream may have shown those copies: counted as leaked
+
+
+def test_one_char_run_on_loop_takes_only_its_back_to_back_copies():
+    # the 1s of 112 are no copies of the loop that follows it
+    text = "例如：用数字112表示" + "1" * 200
+    hit = _only_hit(text)
+    assert hit.prune_offset == len("例如：用数字112表示")
+
+
+def test_a_run_on_loop_after_unrelated_text_keeps_its_first_copy():
+    lead = "这个表格可以用来说明每一列的含义，下面是具体内容："
+    hit = _only_hit(lead + CLAUSE * 60)
+    assert hit.loop_start == len(lead) and hit.prune_offset == len(lead) + len(CLAUSE)
+
+
 def test_ordinal_suffixes_fold_alike():
     assert fold("the 21st, 22nd, 23rd and 24th day") == "the 0th, 0th, 0th and 0th day"
     assert fold("5 st 12 nd") == "0 st 0 nd"  # only letters right after the number

@@ -40,6 +40,12 @@ from looprescue.detect.hits import Hit
 # bounds keep the work per hit small.
 LOOP_SEGMENTS = 64
 MAX_WALK = 256
+# Units up to this long are looked for copy by copy before a run-on loop (a clause, a word),
+# as long as copies are no further apart than DENSE_MAX_GAP chars and make up DENSE_COVERAGE
+# of the text from the earliest one to the onset.
+DENSE_MAX_UNIT = 16
+DENSE_MAX_GAP = 24
+DENSE_COVERAGE = 0.6
 # Text before the onset split at first; most walks stop in it.
 NEAR_ONSET_CHARS = 512
 # Rules that find a loop by its exact period: their onset is where the exact repetition
@@ -84,7 +90,9 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
         in_loop.pop()  # a segment cut off where the rule fired says less than it will
     loop = [t for t in map(_tokens, in_loop) if t]
     if not loop:
-        return hit
+        # one run-on segment (a short unit repeated inside a sentence that never ends): the
+        # segments before it have nothing to be compared with, but the unit's copies do
+        return _extend_over_dense_copies(win, hit, floor, fenced)
     exact = {tuple(t) for t in loop}
     # A line can hold several of the loop's sentences ("A。A。A。" before "A。⏎⏎A。⏎⏎"):
     # lines are then also compared sentence by sentence (tokenised when first needed).
@@ -148,6 +156,45 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     prune = min(onset + keep, hit.prune_offset)
     return replace(
         hit, loop_start=onset, prune_offset=prune, lead_in=hit.lead_in + hit.prune_offset - prune
+    )
+
+
+def _extend_over_dense_copies(
+    win: TextWindow, hit: Hit, floor: int, fenced: Callable[[int], bool]
+) -> Hit:
+    """``hit`` with its onset moved back to the earliest copy of its short unit from which
+    copies make up most (``DENSE_COVERAGE``) of the text up to the onset: a clause a model came
+    back to a few times a sentence before it got stuck on it (``用于表示一个系统，`` four times,
+    the sentence again, then the clause a hundred times). The copies are looked for back to the
+    first gap of more than ``DENSE_MAX_GAP`` chars. Nothing of the loop is then kept."""
+    period = hit.period or 0
+    start = hit.loop_start
+    if hit.rule != "cycle" or not 0 < period <= DENSE_MAX_UNIT or fenced(start):
+        return hit  # (a counter's copies differ in their numbers: no copy reads like another)
+    unit = win.slice(start, start + period)
+    before = win.slice(floor, start)
+    if not unit.strip() or not before:
+        return hit
+    onset = cursor = len(before)  # cursor: where the last copy found begins
+    copies = 0
+    # one char recurs anywhere (the 1s of 112 before 1111…): only back to back copies count
+    max_gap = DENSE_MAX_GAP if period > 1 else 0
+    while True:
+        at = before.rfind(unit, 0, cursor)
+        if at < 0 or cursor - at - period > max_gap:
+            break
+        copies += period
+        cursor = at
+        if copies >= DENSE_COVERAGE * (len(before) - at):
+            onset = at
+    if onset == len(before):
+        return hit
+    prune = min(floor + onset, hit.prune_offset)
+    return replace(
+        hit,
+        loop_start=floor + onset,
+        prune_offset=prune,
+        lead_in=hit.lead_in + hit.prune_offset - prune,
     )
 
 
