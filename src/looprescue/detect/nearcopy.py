@@ -117,11 +117,9 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
         onset = offset = start
         copies_only = True  # every segment walked over is an exact copy of one of the loop's
         first_copy = 0  # length of the earliest segment walked over
-        walked_all = True
         for walked, segment in enumerate(reversed(segments)):
             offset -= len(segment)
             if walked >= MAX_WALK or offset < floor:
-                walked_all = False
                 break
             tokens = _tokens(segment)
             if not tokens:
@@ -134,7 +132,6 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
             if whole and prose and _near_any(tokens, loop):
                 onset, first_copy, copies_only = offset, len(segment), False
                 continue
-            walked_all = False
             if not (by_lines and prose):
                 break
             # the line may hold the loop's sentences, or end in them
@@ -144,16 +141,22 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
                 copies_only = copies_only and exact_tail
             if tail > 0:
                 break
-            walked_all = True  # the whole line was the loop's sentences: the walk goes on
-        if not walked_all or tail_from == 0:
-            break
-        tail_from = 0
+        else:
+            if tail_from:  # the walk went through the text split so far: split all of it
+                tail_from = 0
+                continue
+        break
     if onset == start:
         return hit
     # The first copy is kept when what came before the run was exact copies (reshuffled);
     # after near-copies nothing of the loop is.
     keep = first_copy if copies_only else 0
-    prune = min(onset + keep, hit.prune_offset)
+    return _moved_back(hit, onset, min(onset + keep, hit.prune_offset))
+
+
+def _moved_back(hit: Hit, onset: int, prune: int) -> Hit:
+    """``hit`` with its loop starting at ``onset`` and cut at ``prune``; what lies between the
+    new cut and the rule's own is its lead-in (a stream may have shown it already)."""
     return replace(
         hit, loop_start=onset, prune_offset=prune, lead_in=hit.lead_in + hit.prune_offset - prune
     )
@@ -189,13 +192,7 @@ def _extend_over_dense_copies(
             onset = at
     if onset == len(before):
         return hit
-    prune = min(floor + onset, hit.prune_offset)
-    return replace(
-        hit,
-        loop_start=floor + onset,
-        prune_offset=prune,
-        lead_in=hit.lead_in + hit.prune_offset - prune,
-    )
+    return _moved_back(hit, floor + onset, min(floor + onset, hit.prune_offset))
 
 
 def _boundary_before(text: str, pos: int, by_lines: bool) -> int:

@@ -171,10 +171,3 @@ class Segmenter:
         if drop:
             self._fence_parity = (self._fence_parity + drop) % 2
             del self._fence_marks[:drop]
-
-    def tail(self, win: TextWindow) -> tuple[str, int]:
-        """The unfinished sentence (text after the last boundary) and its start offset."""
-        return win.slice(self.sentence_from, win.end), self.sentence_from
-
-    def line_tail(self, win: TextWindow) -> tuple[str, int]:
-        return win.slice(self.line_from, win.end), self.line_from

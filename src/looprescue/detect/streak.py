@@ -92,10 +92,9 @@ class UnitRun:
             self._drop_first()
 
     def _first_repeat_soon(self) -> bool:
-        # called once the candidate's first repeat_within + 1 units are in: they never change
-        # while it stays the candidate, nor does the answer
-        if not self._first_repeats:
-            self._first_repeats = self._repeats_soon(0)
+        # asked once the candidate's first repeat_within + 1 units are in: they never change
+        # while it stays the candidate, so a yes is kept (add asks only until then)
+        self._first_repeats = self._repeats_soon(0)
         return self._first_repeats
 
     def _drop_first(self) -> None:

@@ -61,7 +61,13 @@ from looprescue.detect.shape import (
     numbers_of,
     units_in,
 )
-from looprescue.detect.text import LineKind, classify_line, excerpt, normalize_phrase
+from looprescue.detect.text import (
+    LineKind,
+    classify_line,
+    excerpt,
+    mask_digits,
+    normalize_phrase,
+)
 
 # Length of the folded suffix searched for in the window: long enough that a chance match in
 # prose is rare; shorter loops are found through a multiple of their period.
@@ -196,7 +202,6 @@ class _UnitFacts:
 
 # Copy shapes remembered per rule: a handful of runs is judged at a time.
 FACTS_REMEMBERED = 256
-_NONZERO_DIGIT = re.compile("[1-9]")
 
 
 class PeriodicRule:
@@ -386,10 +391,13 @@ class PeriodicRule:
         counter_ready = shape is not None and copies >= facts.counter_copies
         if not (cycle_ready or counter_ready):
             return None
-        # the last few copies (raw spans), whose numbers tell a counter from a cycle
-        spans = _copy_spans(win, latest, unit, min(int(copies), 6)) if facts.has_digit else []
-        # copies equal once folded hold the same numbers when the unit has none
-        changes = self._number_changes(win, spans) if facts.has_digit else 0
+        # copies equal once folded hold the same numbers when the unit has none; else the
+        # last few copies (raw spans) tell a counter from a cycle by their numbers
+        spans: list[tuple[int, int]] = []
+        changes = 0
+        if facts.has_digit:
+            spans = _copy_spans(win, latest, unit, min(int(copies), 6))
+            changes = self._number_changes(win, spans)
         if changes == 0:
             if cycle_ready:
                 return self._hit(win, "cycle", first, onset, unit, end, cp, text, in_fence)
@@ -407,7 +415,7 @@ class PeriodicRule:
     def _facts_of(self, text: str) -> _UnitFacts:
         """What the shape of one copy says, remembered by its text with digits masked: a run is
         judged at every checkpoint, and its copies read the same but for their numbers."""
-        key = _NONZERO_DIGIT.sub("0", text)
+        key = mask_digits(text)
         facts = self._facts.get(key)
         if facts is None:
             if len(self._facts) >= FACTS_REMEMBERED:
