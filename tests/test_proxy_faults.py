@@ -36,6 +36,8 @@ def upstream() -> Iterator[ScriptedUpstream]:
         yield up
 
 
+# the rescued stream, and the mirrored one (observe: the upstream's own frames pass)
+MODES = ["rescue", "observe"]
 ANTHROPIC_HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
 
 
@@ -94,10 +96,13 @@ def test_upstream_http_errors_pass_through(upstream: ScriptedUpstream, status: i
     assert compat.headers["retry-after"] == "2"
 
 
-def test_streamed_responses_reuse_their_upstream_connection(upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_streamed_responses_reuse_their_upstream_connection(
+    upstream: ScriptedUpstream, mode: str
+) -> None:
     for _ in range(3):
         upstream.enqueue(ScriptedResponse(reasoning="Thinking.", text="An answer."))
-    with serve(upstream) as proxy:
+    with serve(upstream, mode=mode) as proxy:
         for _ in range(3):
             got = stream_anthropic(proxy)
             assert got["text"] == "An answer."
@@ -124,10 +129,13 @@ def test_unreachable_upstream_is_a_502() -> None:
 # --------------------------------------------------------------------------- mid-stream faults
 
 
-def test_connection_cut_mid_stream_is_an_in_band_error(upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_connection_cut_mid_stream_is_an_in_band_error(
+    upstream: ScriptedUpstream, mode: str
+) -> None:
     upstream.enqueue(ScriptedResponse(reasoning="Thinking about it " * 20, text="x", cut_after=12))
     upstream.enqueue(ScriptedResponse(reasoning="Thinking about it " * 20, text="x", cut_after=12))
-    with serve(upstream) as proxy:
+    with serve(upstream, mode=mode) as proxy:
         native = httpx.post(
             proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
         )
@@ -141,9 +149,10 @@ def test_connection_cut_mid_stream_is_an_in_band_error(upstream: ScriptedUpstrea
     assert "[DONE]" not in compat.text
 
 
-def test_openai_sdk_raises_on_a_cut_stream(upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_openai_sdk_raises_on_a_cut_stream(upstream: ScriptedUpstream, mode: str) -> None:
     upstream.enqueue(ScriptedResponse(text="partial answer " * 10, cut_after=6))
-    with serve(upstream) as proxy:
+    with serve(upstream, mode=mode) as proxy:
         stream = openai_client(proxy).chat.completions.create(
             model="deepseek-chat", messages=[{"role": "user", "content": "go"}], stream=True
         )
@@ -152,9 +161,10 @@ def test_openai_sdk_raises_on_a_cut_stream(upstream: ScriptedUpstream) -> None:
                 pass
 
 
-def test_in_band_upstream_error_keeps_its_type(upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_in_band_upstream_error_keeps_its_type(upstream: ScriptedUpstream, mode: str) -> None:
     upstream.enqueue(ScriptedResponse(text="some text here", error_event_after=5))
-    with serve(upstream) as proxy:
+    with serve(upstream, mode=mode) as proxy:
         native = httpx.post(
             proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
         )
@@ -165,9 +175,10 @@ def test_in_band_upstream_error_keeps_its_type(upstream: ScriptedUpstream) -> No
     }
 
 
-def test_stalled_upstream_is_reported_and_closed(upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_stalled_upstream_is_reported_and_closed(upstream: ScriptedUpstream, mode: str) -> None:
     upstream.enqueue(ScriptedResponse(text="slow answer", stall_after=4, stall_seconds=30))
-    with serve(upstream, **{"proxy.upstreamIdleTimeoutMs": 300}) as proxy:
+    with serve(upstream, mode=mode, **{"proxy.upstreamIdleTimeoutMs": 300}) as proxy:
         native = httpx.post(
             proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
         )
@@ -284,10 +295,11 @@ def test_stall_nudge_is_added_after_reasoning_only_responses(upstream: ScriptedU
     assert "only reasoning" in bodies[2]["messages"][-1]["content"]
 
 
-def test_bad_json_from_upstream_is_a_malformed_error(upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_json_from_upstream_is_a_malformed_error(upstream: ScriptedUpstream, mode: str) -> None:
     garbage: Any = "not json"
     upstream.enqueue(ScriptedResponse(text="x", error_event_after=3, error_event=garbage))
-    with serve(upstream) as proxy:
+    with serve(upstream, mode=mode) as proxy:
         compat = httpx.post(proxy.base_url + "/v1/chat/completions", json=openai_body())
     _, last = parse_sse(compat.text)[-1]
     assert "invalid JSON" in json.dumps(last)

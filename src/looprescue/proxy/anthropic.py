@@ -113,6 +113,7 @@ def envelope(item: EmitMessageStart) -> dict[str, Any]:
 
 class AnthropicWire(Wire):
     name = "anthropic"
+    end_marker = b"message_stop"
 
     def decoder(self) -> AnthropicDecoder:
         return AnthropicDecoder()

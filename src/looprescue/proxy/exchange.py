@@ -7,9 +7,16 @@ body), everything else becomes a field of the returned :class:`Step` for the I/O
 out: audit records, a conversation state to store, "close this upstream response", "send this
 request".
 
-The I/O side (``proxy/stream.py`` for the proxy; an SDK transport could be another) only
-moves bytes: it sends the requests a step names, feeds what comes back, writes ``Step.client``
-to the client, and reports transport failures with :meth:`Exchange.fail`.
+The I/O side (``proxy/driver.py`` for the proxy and the SDK wrapper) only moves bytes: it sends
+the requests a step names, feeds what comes back, writes ``Step.client`` to the client, and
+reports transport failures with :meth:`Exchange.fail`.
+
+In ``observe`` mode a streamed answer is *mirrored*: the client gets the upstream's own bytes,
+whole frames at a time, as soon as they are read, and the engine only watches them. Nothing it
+could encode would differ from them (observe changes nothing), so nothing is encoded, and the
+upstream bytes are parsed in batches of :data:`WATCH_BATCH_BYTES` (or as soon as a read may
+hold the end of the message) instead of read by read, their text deltas joined: the detector
+decides the same for any chunking, and a loop is recorded at most one batch later.
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ from ..rescue.events import (
     CloseUpstream,
     EmitError,
     EmitPing,
+    ReasoningDelta,
     ResumeTimedOut,
     SaveConversation,
     SendRequest,
+    TextDelta,
     UpstreamFailed,
 )
 from . import jsonfast
@@ -33,6 +42,14 @@ from .sse import SSEError, SSEParser
 from .wire import Malformed, Wire
 
 _ACTIONS = frozenset({AuditRecord, CloseUpstream, SendRequest, SaveConversation})
+_CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
+
+# A mirrored stream is parsed once this many of its bytes wait (some 35 Anthropic deltas of
+# 6 chars): per read, only the frame ends are looked for; parsing, decoding and judging a batch
+# at once costs a fraction of doing it read by read.
+WATCH_BATCH_BYTES = 4096
+# a read that ends one of these ends a frame (a blank line after LF, CRLF or CR lines)
+_FRAME_ENDS = (b"\n\n", b"\n\r\n", b"\r\r")
 
 
 @dataclass(slots=True)
@@ -51,10 +68,18 @@ class Step:
 class Exchange:
     """The engine and the wire of one client request (streaming or not)."""
 
-    def __init__(self, engine: RescueEngine, wire: Wire, streaming: bool) -> None:
+    def __init__(
+        self, engine: RescueEngine, wire: Wire, streaming: bool, mirror: bool = False
+    ) -> None:
+        """``mirror``: a streamed answer goes to the client as the upstream sent it, the engine
+        only watching it (for ``observe``, where the engine changes nothing)."""
         self.engine = engine
         self.wire = wire
         self.streaming = streaming
+        self.mirror = mirror and streaming
+        self._unsent: list[bytes] = []  # mirrored: read, not yet passed to the client
+        self._unparsed: list[bytes] = []  # mirrored: read, not yet parsed
+        self._unparsed_bytes = 0
         self._encoder = wire.encoder() if streaming else None
         self._collector = None if streaming else wire.collector()
         self._parser = SSEParser()
@@ -83,6 +108,9 @@ class Exchange:
         self._parser = SSEParser()
         self._decoder = self.wire.decoder()
         self._accepting = True
+        self._unsent = []
+        self._unparsed = []
+        self._unparsed_bytes = 0
 
     def passes_through(self, status: int) -> bool:
         """True when an HTTP error answer goes to the client as it is: for the client's own
@@ -100,6 +128,8 @@ class Exchange:
         """Streamed upstream bytes (any split)."""
         if not self._accepting:
             return Step()
+        if self.mirror:
+            return self._mirror(chunk)
         try:
             frames = self._parser.feed(chunk)
         except SSEError as err:
@@ -121,16 +151,102 @@ class Exchange:
                 break
         return step
 
+    def _mirror(self, chunk: bytes) -> Step:
+        """Mirror mode: the read goes to the client once the bytes read end a frame; they are
+        parsed and watched a batch at a time, and as soon as the end of the message may be
+        in them."""
+        self._unparsed.append(chunk)
+        self._unparsed_bytes += len(chunk)
+        unsent = self._unsent
+        inside_frame = bool(unsent)  # the last read ended inside a frame
+        unsent.append(chunk)
+        step = Step()
+        marker = self.wire.end_marker
+        if (
+            self._unparsed_bytes >= WATCH_BATCH_BYTES
+            or marker in chunk
+            or (inside_frame and marker in b"".join(unsent))
+        ):
+            self._watch(step)
+            if step.client:  # the stream failed: its error replaces the rest of it
+                self._unsent = []
+                return step
+            self._pass_frames(step)
+        elif chunk.endswith(_FRAME_ENDS):
+            step.client = chunk if len(unsent) == 1 else b"".join(unsent)
+            self._unsent = []
+        return step
+
+    def _pass_frames(self, step: Step) -> None:
+        """The bytes read up to the end of their last whole frame to the client."""
+        data = b"".join(self._unsent)
+        end = _last_frame_end(data)
+        if end:
+            step.client += data[:end]
+        self._unsent = [data[end:]] if end < len(data) else []
+
+    def _watch(self, step: Step) -> None:
+        """Parse the mirrored bytes read so far and feed their events (consecutive deltas of
+        one block as one); ``step.client`` gets only an error of the engine's."""
+        if not self._unparsed:
+            return
+        data = b"".join(self._unparsed)
+        self._unparsed = []
+        self._unparsed_bytes = 0
+        try:
+            frames = self._parser.feed(data)
+        except SSEError as err:
+            self._route(
+                self.engine.feed(UpstreamFailed("malformed", f"upstream stream: {err}")), step
+            )
+            return
+        feed = self.engine.feed
+        decode = self._decoder.decode
+        run: list[str] = []  # text of consecutive deltas of one block
+        first: Any = None  # the first of them
+        for sse in frames:
+            for event in decode(sse):
+                kind = type(event)
+                if kind in _CHANNEL_DELTAS and (
+                    first is None or (kind is type(first) and event.index == first.index)
+                ):
+                    if first is None:
+                        first = event
+                    run.append(event.text)
+                    continue
+                if first is not None:
+                    self._route(feed(_joined(first, run)), step)
+                    first, run = None, []
+                    if not self._accepting:
+                        return
+                if kind in _CHANNEL_DELTAS:
+                    first, run = event, [event.text]
+                    continue
+                self._route(feed(event), step)
+                if kind is UpstreamFailed and event.kind == "in_band":
+                    step.client = b""  # the upstream's own error frame went to the client
+                if not self._accepting:
+                    return
+        if first is not None:
+            self._route(feed(_joined(first, run)), step)
+
     def upstream_ended(self) -> Step:
         """The current upstream response's body ended."""
         if not self._accepting:
             return Step()
+        step = Step()
+        if self.mirror:
+            self._watch_to_failure(step)  # the end of the message may be in the last batch
+            if not self._accepting:
+                return step
         try:
             self._parser.close()
         except SSEError as err:
-            return self.fail(UpstreamFailed("malformed", f"upstream stream: {err}"))
-        message = "upstream stream ended before its end-of-message event"
-        return self.fail(UpstreamFailed("transport", message))
+            failure = UpstreamFailed("malformed", f"upstream stream: {err}")
+        else:
+            message = "upstream stream ended before its end-of-message event"
+            failure = UpstreamFailed("transport", message)
+        return self._route(self.engine.feed(failure), step)
 
     def feed_whole(self, payload: bytes) -> Step:
         """A complete (non-streaming) upstream response body."""
@@ -147,7 +263,20 @@ class Exchange:
 
     def fail(self, event: UpstreamFailed | ResumeTimedOut) -> Step:
         """The transport broke (connection, stall, timeout) or the request failed."""
-        return self._route(self.engine.feed(event))
+        step = Step()
+        if self.mirror:
+            self._watch_to_failure(step)  # the text read before the failure is judged too
+            if not self._accepting:
+                return step
+        return self._route(self.engine.feed(event), step)
+
+    def _watch_to_failure(self, step: Step) -> None:
+        """Mirror mode, the response failing: what was read is watched, its whole frames go
+        to the client, a frame left incomplete never does."""
+        self._watch(step)
+        if not step.client:
+            self._pass_frames(step)
+        self._unsent = []
 
     # ------------------------------------------------------------------ the client side
 
@@ -183,7 +312,8 @@ class Exchange:
             kind = type(item)
             if kind not in _ACTIONS:
                 if self._encoder is not None:
-                    pieces.append(self._encoder.encode(item))
+                    if not self.mirror or kind is EmitError:  # mirrored: the upstream's bytes
+                        pieces.append(self._encoder.encode(item))
                 else:
                     self._collector.add(item)  # type: ignore[union-attr]
             elif kind is AuditRecord:
@@ -201,3 +331,17 @@ class Exchange:
         if self.engine.done:
             self._accepting = False
         return step
+
+
+def _last_frame_end(data: bytes) -> int:
+    """Where the last whole SSE frame in ``data`` ends (0: none does)."""
+    end = 0
+    for blank_line in _FRAME_ENDS:
+        found = data.rfind(blank_line)
+        if found >= 0:
+            end = max(end, found + len(blank_line))
+    return end
+
+
+def _joined(first: ReasoningDelta | TextDelta, texts: list[str]) -> ReasoningDelta | TextDelta:
+    return first if len(texts) == 1 else type(first)(first.index, "".join(texts))

@@ -113,6 +113,7 @@ def envelope(item: EmitMessageStart, kind: str) -> dict[str, Any]:
 
 class OpenAIWire(Wire):
     name = "openai"
+    end_marker = b"[DONE]"
 
     def __init__(self, body: Mapping[str, Any] | None = None) -> None:
         options = body.get("stream_options") if body is not None else None

@@ -209,7 +209,9 @@ class RescueService:
             history_cache=self.history,
             conversation_key=prepared.key,
         )
-        exchange = Exchange(engine, wire, streaming=body.get("stream") is True)
+        exchange = Exchange(
+            engine, wire, streaming=body.get("stream") is True, mirror=config.mode == "observe"
+        )
         driver = ExchangeDriver(
             exchange,
             transport,

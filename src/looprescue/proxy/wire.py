@@ -52,6 +52,9 @@ class Wire(ABC):
 
     name: str
     stream_media_type = "text/event-stream; charset=utf-8"
+    # bytes every stream's end-of-message frame contains (a mirrored stream is parsed as soon
+    # as a read may hold its end; text that happens to contain them only parses it early)
+    end_marker: bytes
 
     def __init__(self, body: Mapping[str, Any] | None = None) -> None:  # noqa: B027
         """``body`` is the client's request body (some wire details depend on it)."""
