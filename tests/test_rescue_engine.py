@@ -633,3 +633,38 @@ def test_marker_sits_on_a_line_of_its_own() -> None:
     assert marker.text.endswith("〕\n")
     assert marker.text.startswith("\n") == (not kept.endswith("\n"))
     assert "\n" not in marker.text.strip("\n")
+
+
+def counting_request(prompt: str, *earlier: dict[str, Any]) -> dict[str, Any]:
+    return {**REQUEST, "messages": [*earlier, {"role": "user", "content": prompt}]}
+
+
+COUNT = ", ".join(str(n) for n in range(1, 121))
+
+
+def test_a_list_past_the_asked_range_is_cut_there_and_the_answer_finishes() -> None:
+    body = counting_request("Print the numbers from 1 to 50.")
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), body)
+    result = run(engine, Script(text=COUNT).events())
+    check_well_formed(result)
+    assert not result.resumes and result.closes == 1  # nothing to resume: the answer is whole
+    assert result.content("text").endswith("48, 49, 50, ")
+    assert result.finishes()[0].reason == "stop"
+    assert engine.stats.leaked_loop_chars == 0 and engine.stats.rescues == 0
+    cut = next(r for r in result.audit if r.kind == "cut")
+    assert cut.data == {"channel": "text", "rule": "overrun", "action": "complete"}
+
+
+def test_an_old_prompt_bounds_no_list_after_a_tool_result() -> None:
+    # the answer follows a tool result, not the prompt that asked for 1..50
+    body = {
+        **REQUEST,
+        "messages": [
+            {"role": "user", "content": "Print the numbers from 1 to 50."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]},
+        ],
+    }
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), body)
+    result = run(engine, Script(text=COUNT).events())
+    assert result.content("text") == COUNT and engine.stats.detections == 0

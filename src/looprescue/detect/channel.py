@@ -9,6 +9,7 @@ from looprescue.detect.nearcopy import extend_over_near_copies
 from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.imports import ImportsRule
 from looprescue.detect.rules.lines import LinesRule
+from looprescue.detect.rules.overrun import OverrunRule
 from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
@@ -27,7 +28,10 @@ class ChannelDetector:
     A hit is returned once: by the ``feed``/``flush`` call that finds it, or, if
     ``safe_offset`` found it, by the next one."""
 
-    def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+    def __init__(
+        self, channel: Channel, cfg: DetectorConfig, asked: tuple[tuple[int, int], ...] = ()
+    ) -> None:
+        """``asked``: the numbered ranges the request asks for (``detect.asked``)."""
         self.channel = channel
         structural = channel == "text"
         # Held text: two maximal periods (a run is compared one period back, and new periods are
@@ -40,6 +44,7 @@ class ChannelDetector:
         self._echo = EchoRule(channel, cfg)
         self._rows = TableRowsRule(channel)
         self._imports = ImportsRule(channel)
+        self._overrun = OverrunRule(channel, asked)
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
@@ -127,6 +132,8 @@ class ChannelDetector:
             hit = self._paragraph.at_checkpoint(win, cp)
         if hit is None:
             hit = self._periodic.at_checkpoint(win, cp, self._segmenter)
+        if hit is None and self._overrun.active:
+            hit = self._overrun.at_checkpoint(win, cp, final)
         return (
             extend_over_near_copies(win, hit, self._segmenter.fenced) if hit is not None else None
         )
@@ -142,6 +149,7 @@ class ChannelDetector:
         end = win.end
         segmenter = self._segmenter
         return min(
+            self._overrun.safe_offset(win) if self._overrun.active else end,
             self._periodic.safe_offset(win),
             self._echo.safe_offset(win),
             self._pool.safe_offset(win, segmenter.sentence_from, end),

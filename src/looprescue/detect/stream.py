@@ -26,17 +26,24 @@ class StreamDetector:
         self,
         config: DetectorConfig | LoopRescueConfig | None = None,
         watch: Watch | None = None,
+        asked: tuple[tuple[int, int], ...] = (),
     ) -> None:
+        """``asked``: the numbered ranges the request asks for (``detect.asked``), which bound
+        the lists of the answer (the text channel)."""
         cfg = _detector_config(config)
         if watch is None:
             watch = config.watch if isinstance(config, LoopRescueConfig) else "both"
         self._cfg = cfg
         self.watch = watch
+        self._asked = asked
         self._channels: dict[Channel, ChannelDetector] = {
-            ch: ChannelDetector(ch, cfg) for ch in CHANNELS
+            ch: self._new_channel(ch) for ch in CHANNELS
         }
         self._consumed_unwatched: dict[Channel, int] = dict.fromkeys(CHANNELS, 0)
         self._bind()
+
+    def _new_channel(self, channel: Channel) -> ChannelDetector:
+        return ChannelDetector(channel, self._cfg, self._asked if channel == "text" else ())
 
     def _bind(self) -> None:
         self._watched = {ch: det for ch, det in self._channels.items() if self.watches(ch)}
@@ -86,7 +93,7 @@ class StreamDetector:
 
     def reset(self, channel: Channel) -> None:
         """Start the channel afresh (offsets restart at zero)."""
-        self._channels[channel] = ChannelDetector(self._channel(channel).channel, self._cfg)
+        self._channels[channel] = self._new_channel(self._channel(channel).channel)
         self._consumed_unwatched[channel] = 0
         self._bind()
 

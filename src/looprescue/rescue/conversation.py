@@ -179,6 +179,16 @@ def human_texts(body: Mapping[str, Any]) -> list[str]:
     return pieces
 
 
+def latest_prompt(body: Mapping[str, Any]) -> str:
+    """What the human asks for now: the request's last message when a user wrote it (its
+    first text), else nothing (the answer follows a tool result or the model's own turn)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return ""
+    pieces = human_texts({"messages": messages[-1:]})
+    return pieces[0] if pieces else ""
+
+
 def conversation_language(body: Mapping[str, Any], setting: str = "auto") -> Lang:
     """The language of notes and corrections: the configured one, or the human's."""
     if setting in ("en", "zh"):

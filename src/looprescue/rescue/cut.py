@@ -20,6 +20,7 @@ class CutAction(str, Enum):
 
     OBSERVE = "observe"  # record it, change nothing
     DEFER = "defer"  # a tool call is streaming: drop the rest of the block, finish normally
+    COMPLETE = "complete"  # the answer ran past what was asked: finish it at the cut
     TOOL_CALLS_DONE = "tool_calls_done"  # tool calls reached the client: finish with them
     CUT = "cut"  # mode cut: finish after the kept text
     CAP = "cap"  # too many resumes in a row: finish with a visible note
@@ -36,7 +37,10 @@ def cut_action(
     max_rescues: int,
     tokens_left: int | None = None,
     min_resume_tokens: int = 0,
+    complete: bool = False,
 ) -> CutAction:
+    """``complete``: what the client keeps is the whole answer (a list counted on past the
+    range the request asked for): there is nothing to resume."""
     if mode == "observe":
         return CutAction.OBSERVE
     if tool_call_open:
@@ -47,6 +51,8 @@ def cut_action(
         return CutAction.TOOL_CALLS_DONE
     if mode == "cut":
         return CutAction.CUT
+    if complete:
+        return CutAction.COMPLETE
     if rescues_in_a_row >= max_rescues:
         return CutAction.CAP
     if tokens_left is not None and tokens_left < min_resume_tokens:

@@ -32,6 +32,7 @@ from enum import Enum
 from typing import Any
 
 from ..config import LoopRescueConfig
+from ..detect.asked import asked_ranges
 from . import marker as notes
 from .blocks import ClientBlocks
 from .budget import MIN_RESUME_TOKENS, estimate_tokens, tokens_left
@@ -42,7 +43,7 @@ from .continuation import (
     has_retry_overrides,
     summarize_loop,
 )
-from .conversation import ConversationState
+from .conversation import ConversationState, latest_prompt
 from .cut import CutAction, cut_action, cut_point
 from .events import (
     AuditRecord,
@@ -81,6 +82,8 @@ from .sanitize import HistoryCache, HistoryCut, sanitize_history
 
 _UNLIMITED = 1 << 62
 _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
+# rules whose cut leaves the whole answer: the response finishes there instead of resuming
+COMPLETING_RULES = frozenset({"overrun"})
 _WATCHED: dict[str, frozenset[str]] = {
     "both": frozenset({"reasoning", "text"}),
     "reasoning": frozenset({"reasoning"}),
@@ -188,6 +191,8 @@ class RescueEngine:
         self.conversation = conversation if conversation is not None else ConversationState()
         self.lang = lang
         self.stats = RescueStats()
+        # the numbered ranges the client's latest message asks for bound the answer's lists
+        self._asked = asked_ranges(latest_prompt(request_body))
         self._detector_factory = detector_factory or self._default_detector
         self._watched = _WATCHED[config.watch]
         self._acting = config.mode != "observe"
@@ -245,7 +250,7 @@ class RescueEngine:
     def _default_detector(self) -> Any:
         from ..detect import StreamDetector
 
-        return StreamDetector(self.config, watch=self.config.watch)
+        return StreamDetector(self.config, watch=self.config.watch, asked=self._asked)
 
     # ------------------------------------------------------------------ public API
 
@@ -600,6 +605,7 @@ class RescueEngine:
             max_rescues=self.config.maxConsecutiveRescues,
             tokens_left=tokens_left(self._budget, spent),
             min_resume_tokens=MIN_RESUME_TOKENS,
+            complete=hit.rule in COMPLETING_RULES,
         )
         if action is CutAction.OBSERVE:
             return out + self._release(None)
@@ -635,7 +641,7 @@ class RescueEngine:
         )
         if action is CutAction.TOOL_CALLS_DONE:
             return out + self._finish("tool_calls", None)
-        if action is CutAction.CUT:
+        if action is CutAction.CUT or action is CutAction.COMPLETE:
             return out + self._finish("stop", None)
         if action is CutAction.CAP:
             stats.cap_stops += 1

@@ -1,0 +1,156 @@
+"""Rule ``overrun``: a numbered list counted on past the range the request asked for; and the
+ranges a request asks for."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from looprescue.config import load_config
+from looprescue.corpus import random_deltas
+from looprescue.detect import StreamDetector
+from looprescue.detect.asked import asked_ranges
+from looprescue.detect.rules.overrun import overrun_items
+
+CONFIG = load_config(None, {})
+
+
+def stream(text: str, asked: tuple[tuple[int, int], ...], seed: int = 0, past: int = -1) -> tuple:
+    """(hit, the most chars from ``past`` on that the watermark ever released)."""
+    detector = StreamDetector(CONFIG, watch="both", asked=asked)
+    leaked = 0
+    for delta in random_deltas(text, random.Random(seed)):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            return hit, leaked
+        if past >= 0:
+            leaked = max(leaked, detector.safe_offset("text") - past)
+    return detector.flush("text"), leaked
+
+
+COUNT_TO = ", ".join(str(n) for n in range(1, 121))  # asked for 1..50
+
+
+def stubs(count: int) -> str:
+    body = "    def inner_func(x):\n        return x + 1\n    return inner_func\n"
+    return "```python\n" + "".join(f"def task_{n}(func):\n{body}\n" for n in range(1, count + 1))
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_count_past_the_asked_end_is_cut_where_it_passes_it(seed: int) -> None:
+    hit, leaked = stream(COUNT_TO, ((1, 50),), seed, past=COUNT_TO.index("51"))
+    assert hit is not None and hit.rule == "overrun"
+    assert COUNT_TO[: hit.prune_offset].endswith("49, 50, ")
+    assert hit.repeats == overrun_items(1, 50)  # 10 numbers past 50
+    assert leaked <= 0  # held from 51 on until it was sure
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stubs_past_the_asked_last_one_are_cut_at_its_line(seed: int) -> None:
+    text = stubs(40)
+    hit, leaked = stream(text, ((1, 10),), seed, past=text.index("def task_11"))
+    assert hit is not None and hit.rule == "overrun"
+    assert text[hit.prune_offset :].startswith("def task_11(func):")
+    assert text[: hit.prune_offset].endswith("return inner_func\n\n")
+    assert leaked <= 0  # the line was held from its start: it could be the next item
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 40))
+def test_any_chunking_gives_the_same_cut_and_a_watermark_that_never_moves_back(
+    seed: int, high: int
+) -> None:
+    text = stubs(30)
+    detector = StreamDetector(CONFIG, watch="both", asked=((1, 10),))
+    hit = None
+    released = 0
+    for delta in random_deltas(text, random.Random(seed), 1, high):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            break
+        safe = detector.safe_offset("text")
+        assert safe >= released  # the watermark never takes back what it released
+        released = safe
+    hit = hit or detector.flush("text")
+    whole = StreamDetector(CONFIG, watch="both", asked=((1, 10),))
+    reference = whole.feed("text", text) or whole.flush("text")
+    assert hit is not None and reference is not None
+    assert (hit.prune_offset, hit.fired_at) == (reference.prune_offset, reference.fired_at)
+
+
+def test_a_list_that_stops_at_the_asked_end_passes() -> None:
+    text = "\n".join(f"{n}. Item {n}: pending" for n in range(1, 51)) + "\n\nThat is all 50 items."
+    assert stream(text, ((1, 50),))[0] is None
+
+
+def test_a_few_items_more_than_asked_pass() -> None:
+    text = stubs(14)  # four past task_10: the model overshot, it did not loop
+    assert stream(text, ((1, 10),))[0] is None
+
+
+def test_without_a_range_a_long_count_passes() -> None:
+    # the counter templates a user asks for: the rule says nothing without the request
+    assert stream(COUNT_TO, ())[0] is None
+
+
+def test_numbers_out_of_order_make_no_list() -> None:
+    rng = random.Random(3)
+    numbers = list(range(1, 121))
+    rng.shuffle(numbers)
+    text = ", ".join(map(str, numbers))
+    assert stream(text, ((1, 50),))[0] is None
+
+
+def test_a_list_that_paused_too_long_starts_again() -> None:
+    words = [
+        "note",
+        "list",
+        "pause",
+        "model",
+        "count",
+        "stop",
+        "later",
+        "again",
+        "after",
+        "before",
+        "while",
+        "since",
+    ]
+    rng = random.Random(5)
+    gap = " ".join(rng.choice(words) for _ in range(160)) + "."  # more than ITEM_GAP chars
+    text = ", ".join(map(str, range(1, 50))) + ". " + gap + ", ".join(map(str, range(50, 90)))
+    assert stream(text, ((1, 50),))[0] is None
+
+
+def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
+    detector = StreamDetector(CONFIG, watch="both", asked=((1, 50),))
+    hit = detector.feed("reasoning", COUNT_TO) or detector.flush("reasoning")
+    assert hit is None
+
+
+# --------------------------------------------------------------------------- asked ranges
+
+
+@pytest.mark.parametrize(
+    ("prompt", "ranges"),
+    [
+        ("Print the numbers from 1 to 50, one per line.", ((1, 50),)),
+        ("用Python写10个空函数 task_1 到 task_10，每个函数体只有 pass。", ((1, 10),)),
+        ("Write CSS classes .row-1 through .row-40.", ((1, 40),)),
+        ("列出第1至第30天的计划", ()),  # a different word before each number: no range
+        ("请写出 1~20 的平方", ((1, 20),)),
+        ("Explain it in 1-2 paragraphs.", ()),  # too few items to bound a list
+        ("Give 3-5 examples.", ()),
+        ("Released 2024-12-01, version 3.10-3.12", ()),
+        ("Count from 10 to 5.", ()),
+        ("Rows 1 to 50s", ()),
+    ],
+)
+def test_asked_ranges(prompt: str, ranges: tuple[tuple[int, int], ...]) -> None:
+    assert asked_ranges(prompt) == ranges
