@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         "--partial", action="store_true", help="leave out raw answers not labelled yet"
     )
     args = parser.parse_args(argv)
-    order = {p.id: i for i, p in enumerate(load_prompts())}
+    prompts = load_prompts()
+    order = {p.id: i for i, p in enumerate(prompts)}
+    prompt_text = {p.id: p.prompt for p in prompts}
     raws = [json.loads(line) for line in RAW.open(encoding="utf-8")]
     labels = yaml.safe_load(LABELS.read_text(encoding="utf-8")) or {}
     missing = [r["id"] for r in raws if r["id"] not in labels]
@@ -146,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 "onset": label.get("onset"),
                 "source": source(raw),
                 "note": label["note"],
+                # the request: where an asked range ends is the request's to say
+                "prompt": prompt_text[raw["prompt_id"]],
                 "text": raw["text"],
             }
         )

@@ -168,11 +168,13 @@ def common_prefix(a: str, b: str) -> int:
     return i
 
 
-def periodic_run_chars(text: str) -> int:
+def periodic_run_chars(text: str, onset: int = 0) -> int:
     """Chars covered by the longest run of three or more copies in ``text`` (verbatim, or
-    with digit runs collapsed), when it reaches CLIENT_LOOP_CHARS; else 0."""
+    with digit runs collapsed) that goes past the labelled ``onset``, when it reaches
+    CLIENT_LOOP_CHARS; else 0. A run that ends before the onset is what the label calls
+    healthy (the items a template prompt asked for)."""
     runs = maximal_runs(text, max_period=600) + counter_runs(text, max_period=600)
-    longest = max((run.end - run.onset for run in runs), default=0)
+    longest = max((run.end - run.onset for run in runs if run.end > onset), default=0)
     return longest if longest >= CLIENT_LOOP_CHARS else 0
 
 
@@ -275,7 +277,7 @@ def judge(
     keep = item.period or 0
     leaked = max(0, agree - (item.onset + keep))
     answer = NOTE.sub("\n", text)
-    client_loop = periodic_run_chars(answer)
+    client_loop = periodic_run_chars(answer, item.onset)
     echo = echoed_chars(answer, [correction(e.body) for e in exchanges[1:]])
     failed = any(r.get("kind") == "resume_failed" for r in audit)
     capped = any(r.get("action") == "cap" for r in cuts)

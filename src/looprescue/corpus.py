@@ -13,6 +13,7 @@ import orjson
 
 from looprescue.config import DetectorConfig
 from looprescue.detect import StreamDetector
+from looprescue.detect.asked import asked_ranges
 
 LABELS = ("loop", "normal", "borderline")
 # Loop excerpts shorter than this are continued by repeating their looping part, so that a
@@ -39,6 +40,7 @@ class Record:
     onset: int | None
     kind: str | None
     line: int
+    prompt: str | None = None  # the request the text answers, when the corpus has it
 
     def scored_text(self) -> str:
         """The text as scored: short loop excerpts continued by repeating text[onset:]."""
@@ -146,8 +148,18 @@ def _record(data: object, path: Path, number: int) -> Record:
     onset = data.get("onset")
     if onset is not None and (not isinstance(onset, int) or not 0 <= onset <= len(data["text"])):
         raise CorpusError(f"{where}: onset must be null or an offset into text")
+    prompt = data.get("prompt")
+    if prompt is not None and not isinstance(prompt, str):
+        raise CorpusError(f"{where}: field 'prompt' must be a string")
     return Record(
-        data["id"], data["label"], data["channel"], data["text"], onset, data.get("kind"), number
+        data["id"],
+        data["label"],
+        data["channel"],
+        data["text"],
+        onset,
+        data.get("kind"),
+        number,
+        prompt,
     )
 
 
@@ -221,10 +233,12 @@ class Verdict:
 
 
 def judge(record: Record, config: DetectorConfig, rng: random.Random) -> Verdict:
-    """Stream one record through a fresh detector in random 2-6 char deltas."""
+    """Stream one record through a fresh detector in random 2-6 char deltas (told the ranges
+    its prompt asks for, as the proxy tells it a request's)."""
     text = record.scored_text()
     allowed = record.allowed_copy()
-    detector = StreamDetector(config, watch="both")
+    asked = asked_ranges(record.prompt) if record.prompt else ()
+    detector = StreamDetector(config, watch="both", asked=asked)
     consumed = 0
     for delta in random_deltas(text, rng):
         consumed += len(delta)
