@@ -16,6 +16,7 @@ from tests.support.scripted_upstream import (
     openai_stream_frames,
     parse_sse,
 )
+from tests.test_proxy_faults import anthropic_body, openai_body
 from tests.test_proxy_http import loop_records
 
 from looprescue.config import load_config
@@ -26,17 +27,8 @@ from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import UpstreamFailed
 
 OBSERVE = load_config(None, {"mode": "observe"})
-ANTHROPIC_REQUEST = {
-    "model": "deepseek-flash",
-    "stream": True,
-    "max_tokens": 4096,
-    "messages": [{"role": "user", "content": "go"}],
-}
-OPENAI_REQUEST = {
-    "model": "deepseek-chat",
-    "stream": True,
-    "messages": [{"role": "user", "content": "go"}],
-}
+ANTHROPIC_REQUEST = anthropic_body()
+OPENAI_REQUEST = openai_body()
 LOOP = next(r for r in loop_records() if r["channel"] == "text")
 
 

@@ -202,25 +202,19 @@ class Exchange:
             return
         feed = self.engine.feed
         decode = self._decoder.decode
-        run: list[str] = []  # text of consecutive deltas of one block
+        run: list[str] = []  # text of consecutive deltas of one block, not fed yet
         first: Any = None  # the first of them
         for sse in frames:
             for event in decode(sse):
                 kind = type(event)
-                if kind in _CHANNEL_DELTAS and (
-                    first is None or (kind is type(first) and event.index == first.index)
-                ):
-                    if first is None:
-                        first = event
-                    run.append(event.text)
-                    continue
-                if first is not None:
+                if first is not None and (kind is not type(first) or event.index != first.index):
                     self._route(feed(_joined(first, run)), step)
                     first, run = None, []
                     if not self._accepting:
                         return
                 if kind in _CHANNEL_DELTAS:
-                    first, run = event, [event.text]
+                    first = first or event
+                    run.append(event.text)
                     continue
                 self._route(feed(event), step)
                 if kind is UpstreamFailed and event.kind == "in_band":
