@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -652,7 +653,7 @@ def test_a_list_past_the_asked_range_is_cut_there_and_the_answer_finishes() -> N
     assert result.finishes()[0].reason == "stop"
     assert engine.stats.leaked_loop_chars == 0 and engine.stats.rescues == 0
     cut = next(r for r in result.audit if r.kind == "cut")
-    assert cut.data == {"channel": "text", "rule": "overrun", "action": "complete"}
+    assert cut.data == {"channel": "text", "rule": "overrun", "action": "finish"}
 
 
 def test_an_old_prompt_bounds_no_list_after_a_tool_result() -> None:
@@ -668,3 +669,33 @@ def test_an_old_prompt_bounds_no_list_after_a_tool_result() -> None:
     engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), body)
     result = run(engine, Script(text=COUNT).events())
     assert result.content("text") == COUNT and engine.stats.detections == 0
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_continuation_that_copies_its_correction_is_cut_there_and_finishes(lang: str) -> None:
+    loop = record("mrwei-bleed-27361")["text"]
+    prompt = "解释一下加载器。" if lang == "zh" else "Explain the loader."
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), counting_request(prompt))
+    first = run(engine, Script(reasoning=loop, text="x").events())
+    (resume,) = first.resumes
+    correction = resume.body["messages"][-1]["content"]
+    correction = correction if isinstance(correction, str) else correction[-1]["text"]
+    # the model writes one of the correction's sentences out instead of answering
+    copied = max(re.split(r"(?<=[.!?])\s+|(?<=[。！？：])|\n+", correction), key=len)
+    answer = "The loader reads the layers. " + copied + " " + copied
+    second = run(engine, Script(reasoning="Continuing.", text=answer).events("msg_2"))
+    shown = second.content("text")
+    assert copied not in shown and shown.startswith("The loader reads the layers.")
+    assert not second.resumes and second.finishes()[0].reason == "stop"
+    assert engine.stats.leaked_loop_chars == 0
+    cuts = [r.data for r in first.audit + second.audit if r.kind == "cut"]
+    assert cuts[-1] == {"channel": "text", "rule": "parrot", "action": "finish"}
+
+
+def test_a_continuation_may_use_the_corrections_short_phrases() -> None:
+    loop = record("mrwei-bleed-27361")["text"]
+    engine = engine_for()
+    run(engine, Script(reasoning=loop, text="x").events())
+    answer = "Continue the task. The loader merges layers; without repeating them it is fast."
+    second = run(engine, Script(reasoning="Continuing.", text=answer).events("msg_2"))
+    assert second.content("text") == answer and engine.stats.detections == 1

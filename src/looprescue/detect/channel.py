@@ -11,6 +11,7 @@ from looprescue.detect.rules.imports import ImportsRule
 from looprescue.detect.rules.lines import LinesRule
 from looprescue.detect.rules.overrun import OverrunRule
 from looprescue.detect.rules.paragraph import ParagraphRule
+from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.rules.rows import TableRowsRule
@@ -29,9 +30,15 @@ class ChannelDetector:
     ``safe_offset`` found it, by the next one."""
 
     def __init__(
-        self, channel: Channel, cfg: DetectorConfig, asked: tuple[tuple[int, int], ...] = ()
+        self,
+        channel: Channel,
+        cfg: DetectorConfig,
+        asked: tuple[tuple[int, int], ...] = (),
+        correction: tuple[str, ...] = (),
     ) -> None:
-        """``asked``: the numbered ranges the request asks for (``detect.asked``)."""
+        """``asked``: the numbered ranges the request asks for (``detect.asked``);
+        ``correction``: the sentences of the correction a continuation was sent
+        (``rules.parrot``)."""
         self.channel = channel
         structural = channel == "text"
         # Held text: two maximal periods (a run is compared one period back, and new periods are
@@ -45,6 +52,7 @@ class ChannelDetector:
         self._rows = TableRowsRule(channel)
         self._imports = ImportsRule(channel)
         self._overrun = OverrunRule(channel, asked)
+        self._parrot = ParrotRule(channel, correction)
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
@@ -134,6 +142,8 @@ class ChannelDetector:
             hit = self._periodic.at_checkpoint(win, cp, self._segmenter)
         if hit is None and self._overrun.active:
             hit = self._overrun.at_checkpoint(win, cp, final)
+        if hit is None and self._parrot.active:
+            hit = self._parrot.at_checkpoint(win, cp, final)
         return (
             extend_over_near_copies(win, hit, self._segmenter.fenced) if hit is not None else None
         )
@@ -150,6 +160,7 @@ class ChannelDetector:
         segmenter = self._segmenter
         return min(
             self._overrun.safe_offset(win) if self._overrun.active else end,
+            self._parrot.safe_offset(win) if self._parrot.active else end,
             self._periodic.safe_offset(win),
             self._echo.safe_offset(win),
             self._pool.safe_offset(win, segmenter.sentence_from, end),

@@ -27,15 +27,18 @@ class StreamDetector:
         config: DetectorConfig | LoopRescueConfig | None = None,
         watch: Watch | None = None,
         asked: tuple[tuple[int, int], ...] = (),
+        correction: tuple[str, ...] = (),
     ) -> None:
         """``asked``: the numbered ranges the request asks for (``detect.asked``), which bound
-        the lists of the answer (the text channel)."""
+        the lists of the answer (the text channel); ``correction``: the sentences of the
+        correction a continuation was sent, which its answer must not copy (``rules.parrot``)."""
         cfg = _detector_config(config)
         if watch is None:
             watch = config.watch if isinstance(config, LoopRescueConfig) else "both"
         self._cfg = cfg
         self.watch = watch
         self._asked = asked
+        self._correction = correction
         self._channels: dict[Channel, ChannelDetector] = {
             ch: self._new_channel(ch) for ch in CHANNELS
         }
@@ -43,7 +46,9 @@ class StreamDetector:
         self._bind()
 
     def _new_channel(self, channel: Channel) -> ChannelDetector:
-        return ChannelDetector(channel, self._cfg, self._asked if channel == "text" else ())
+        if channel != "text":
+            return ChannelDetector(channel, self._cfg)
+        return ChannelDetector(channel, self._cfg, self._asked, self._correction)
 
     def _bind(self) -> None:
         self._watched = {ch: det for ch, det in self._channels.items() if self.watches(ch)}

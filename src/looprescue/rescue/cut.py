@@ -20,7 +20,7 @@ class CutAction(str, Enum):
 
     OBSERVE = "observe"  # record it, change nothing
     DEFER = "defer"  # a tool call is streaming: drop the rest of the block, finish normally
-    COMPLETE = "complete"  # the answer ran past what was asked: finish it at the cut
+    FINISH = "finish"  # nothing to resume (the answer is whole, or copies its correction)
     TOOL_CALLS_DONE = "tool_calls_done"  # tool calls reached the client: finish with them
     CUT = "cut"  # mode cut: finish after the kept text
     CAP = "cap"  # too many resumes in a row: finish with a visible note
@@ -37,10 +37,11 @@ def cut_action(
     max_rescues: int,
     tokens_left: int | None = None,
     min_resume_tokens: int = 0,
-    complete: bool = False,
+    finishes: bool = False,
 ) -> CutAction:
-    """``complete``: what the client keeps is the whole answer (a list counted on past the
-    range the request asked for): there is nothing to resume."""
+    """``finishes``: a continuation would not help: what the client keeps is the whole answer
+    (a list counted on past the range the request asked for), or the model copies the
+    correction it was sent (a new one would be sent the same words)."""
     if mode == "observe":
         return CutAction.OBSERVE
     if tool_call_open:
@@ -51,8 +52,8 @@ def cut_action(
         return CutAction.TOOL_CALLS_DONE
     if mode == "cut":
         return CutAction.CUT
-    if complete:
-        return CutAction.COMPLETE
+    if finishes:
+        return CutAction.FINISH
     if rescues_in_a_row >= max_rescues:
         return CutAction.CAP
     if tokens_left is not None and tokens_left < min_resume_tokens:

@@ -82,8 +82,9 @@ from .sanitize import HistoryCache, HistoryCut, sanitize_history
 
 _UNLIMITED = 1 << 62
 _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
-# rules whose cut leaves the whole answer: the response finishes there instead of resuming
-COMPLETING_RULES = frozenset({"overrun"})
+# rules after whose cut the response finishes instead of resuming: the answer is whole
+# (overrun), or the continuation copies its correction, which a new one would repeat (parrot)
+FINISHING_RULES = frozenset({"overrun", "parrot"})
 _WATCHED: dict[str, frozenset[str]] = {
     "both": frozenset({"reasoning", "text"}),
     "reasoning": frozenset({"reasoning"}),
@@ -193,6 +194,7 @@ class RescueEngine:
         self.stats = RescueStats()
         # the numbered ranges the client's latest message asks for bound the answer's lists
         self._asked = asked_ranges(latest_prompt(request_body))
+        self._correction: tuple[str, ...] = ()  # the last continuation's (rules.parrot)
         self._detector_factory = detector_factory or self._default_detector
         self._watched = _WATCHED[config.watch]
         self._acting = config.mode != "observe"
@@ -250,7 +252,9 @@ class RescueEngine:
     def _default_detector(self) -> Any:
         from ..detect import StreamDetector
 
-        return StreamDetector(self.config, watch=self.config.watch, asked=self._asked)
+        return StreamDetector(
+            self.config, watch=self.config.watch, asked=self._asked, correction=self._correction
+        )
 
     # ------------------------------------------------------------------ public API
 
@@ -605,7 +609,7 @@ class RescueEngine:
             max_rescues=self.config.maxConsecutiveRescues,
             tokens_left=tokens_left(self._budget, spent),
             min_resume_tokens=MIN_RESUME_TOKENS,
-            complete=hit.rule in COMPLETING_RULES,
+            finishes=hit.rule in FINISHING_RULES,
         )
         if action is CutAction.OBSERVE:
             return out + self._release(None)
@@ -641,7 +645,7 @@ class RescueEngine:
         )
         if action is CutAction.TOOL_CALLS_DONE:
             return out + self._finish("tool_calls", None)
-        if action is CutAction.CUT or action is CutAction.COMPLETE:
+        if action is CutAction.CUT or action is CutAction.FINISH:
             return out + self._finish("stop", None)
         if action is CutAction.CAP:
             stats.cap_stops += 1
@@ -695,6 +699,8 @@ class RescueEngine:
         if left is not None:
             body = self.editor.with_output_budget(body, left)
         number = self._attempt.number + 1
+        # the continuation's answer must not copy the correction it is sent
+        self._correction = notes.correction_sentences(summary, kept.text.strip() != "", self.lang)
         self._attempt = _Attempt(number, self._detector_factory(), self._visible_chars)
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1

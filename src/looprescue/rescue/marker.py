@@ -6,10 +6,14 @@ wording stays consistent and the language rule is applied in one place.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from .continuation import LoopSummary
+
+# what the proxy's own turns start with (a model has no reason to write it)
+TAG = "[looprescue]"
 
 Lang = Literal["en", "zh"]
 
@@ -64,6 +68,21 @@ def resume_failed_note(reason: str, lang: Lang) -> str:
     )
 
 
+# a sentence ends at its mark: after whitespace in English, at once in Chinese
+_SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|(?<=[。！？：])|\n+")
+# shorter sentences of a correction are phrases an answer may well contain
+ECHO_SENTENCE_CHARS = 16
+
+
+def correction_sentences(loop: LoopSummary, kept_text: bool, lang: Lang) -> tuple[str, ...]:
+    """The sentences of a continuation's correction (without the model's own reasoning it
+    quotes) that an answer has no reason to contain: a continuation that writes one out is
+    copying its instructions instead of doing the task (the ``parrot`` rule)."""
+    text = correction(loop, "", kept_text, lang)
+    parts = (part.strip().removeprefix(TAG).strip() for part in _SENTENCE_END.split(text))
+    return tuple(dict.fromkeys(p for p in parts if len(p) >= ECHO_SENTENCE_CHARS))
+
+
 def correction(loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: Lang) -> str:
     """The user-turn text of a continuation request.
 
@@ -79,7 +98,7 @@ def correction(loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: La
     times = f"{loop.repeats:.0f}" if loop.repeats >= 1 else "several"
     if lang == "zh":
         parts = [
-            f"[looprescue] 你上一次回复的{word}陷入了重复（检测规则 {loop.rule}）：同一段内容被反复"
+            f"{TAG} 你上一次回复的{word}陷入了重复（检测规则 {loop.rule}）：同一段内容被反复"
             f"输出了约 {times} 次，共删除 {loop.chars_removed} 个字符。它以「{loop.phrase}」开头。",
         ]
         if loop.onset:
@@ -94,7 +113,7 @@ def correction(loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: La
         )
         return "\n\n".join(parts)
     parts = [
-        f"[looprescue] Your previous response started repeating itself in its {word} (detector "
+        f"{TAG} Your previous response started repeating itself in its {word} (detector "
         f"rule {loop.rule}): one passage came about {times} times ({loop.chars_removed} chars "
         f"removed). It began with «{loop.phrase}».",
     ]

@@ -1,0 +1,73 @@
+"""Rule ``parrot``: a continuation's answer copying a sentence of its correction."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from looprescue.config import load_config
+from looprescue.corpus import random_deltas
+from looprescue.detect import StreamDetector
+from looprescue.rescue.continuation import LoopSummary
+from looprescue.rescue.marker import correction_sentences
+
+CONFIG = load_config(None, {})
+LOOP = LoopSummary(
+    channel="text", rule="cycle", repeats=43, chars_removed=126, phrase="1. 1. 1.", onset=0
+)
+SENTENCES = correction_sentences(LOOP, kept_text=True, lang="zh")
+COPIED = "同一段内容被反复输出了约 43 次，共删除 126 个字符。"
+ANSWER = "北京、上海、广州、深圳、成都。\n\n" + COPIED + "\n\n" + COPIED
+
+
+def judge(text: str, seed: int, channel: str = "text", high: int = 6) -> tuple:
+    """(hit, the most chars the watermark released)."""
+    detector = StreamDetector(CONFIG, watch="both", correction=SENTENCES)
+    released = 0
+    for delta in random_deltas(text, random.Random(seed), 1, high):
+        hit = detector.feed(channel, delta)
+        if hit is not None:
+            return hit, released
+        safe = detector.safe_offset(channel)
+        assert safe >= released
+        released = safe
+    return detector.flush(channel), released
+
+
+def test_the_correction_has_the_sentence_a_small_model_copies() -> None:
+    assert COPIED in SENTENCES
+    assert all(not s.startswith("[looprescue]") for s in SENTENCES)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40))
+def test_a_copied_sentence_is_cut_where_it_begins_and_never_shown(seed: int, high: int) -> None:
+    hit, released = judge(ANSWER, seed, high=high)
+    assert hit is not None and hit.rule == "parrot"
+    assert hit.prune_offset == ANSWER.index(COPIED)
+    assert released <= hit.prune_offset
+
+
+def test_an_answer_that_starts_like_a_sentence_and_goes_elsewhere_is_released() -> None:
+    text = "北京、上海。\n\n同一段内容被反复地讨论过，但答案不同。广州和深圳也在名单上"
+    for seed in range(5):
+        assert judge(text, seed)[0] is None
+    # it holds nothing more than the other rules do once the text went elsewhere
+    watched = StreamDetector(CONFIG, watch="both", correction=SENTENCES)
+    plain = StreamDetector(CONFIG, watch="both")
+    for detector in (watched, plain):
+        detector.feed("text", text)
+    assert watched.safe_offset("text") == plain.safe_offset("text")
+    watched.feed("text", "。同一段内容被反复")  # could be the copy's start again: held
+    assert watched.safe_offset("text") <= len(text) + 1
+
+
+def test_reasoning_may_restate_its_instructions() -> None:
+    assert judge(ANSWER, 0, channel="reasoning")[0] is None
+
+
+def test_without_a_correction_nothing_is_looked_for() -> None:
+    detector = StreamDetector(CONFIG, watch="both")
+    assert (detector.feed("text", ANSWER) or detector.flush("text")) is None
