@@ -189,12 +189,14 @@ def correction(body: dict) -> str:
 
 def echoed_chars(answer: str, corrections: list[str]) -> int:
     """Chars of ``answer`` that repeat sentences of the corrections (each occurrence)."""
-    sentences = {
-        part.strip()
+    # a Chinese sentence ends at its mark, with no space after it; the proxy's tag is not text
+    # the model would copy
+    parts = (
+        part.strip().removeprefix("[looprescue]").strip()
         for text in corrections
-        for part in re.split(r"(?<=[.!?。！？:：])\s+|\n+", text)
-        if len(part.strip()) >= ECHO_MIN_CHARS
-    }
+        for part in re.split(r"(?<=[.!?:])\s+|(?<=[。！？：])|\n+", text)
+    )
+    sentences = {part for part in parts if len(part) >= ECHO_MIN_CHARS}
     return sum(answer.count(sentence) * len(sentence) for sentence in sentences)
 
 
