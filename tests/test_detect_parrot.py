@@ -50,6 +50,35 @@ def test_a_copied_sentence_is_cut_where_it_begins_and_never_shown(seed: int, hig
     assert released <= hit.prune_offset
 
 
+PROSE = (
+    "The loader reads each layer from the manifest, checks its digest against the index, and "
+    "unpacks it into a scratch directory before anything is renamed into place; a failed "
+    "layer leaves the previous tree untouched, which is why an interrupted pull can simply be "
+    "started again without cleaning up by hand. "
+)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_one_copy_followed_by_an_answer_is_held_until_it_is_cut(seed: int) -> None:
+    sentences = correction_sentences(LOOP, kept_text=True, lang="en")
+    copied = max(sentences, key=len)
+    text = PROSE + copied + " After that, the loader verifies the final tree once more."
+    detector = StreamDetector(CONFIG, watch="both", correction=sentences)
+    released, hit = 0, None
+    for delta in random_deltas(text, random.Random(seed), 1, 6):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            break
+        released = max(released, detector.safe_offset("text"))
+    hit = hit or detector.flush("text")
+    assert hit is not None and hit.prune_offset == text.index(copied)
+    assert released <= hit.prune_offset
+    plain = StreamDetector(CONFIG, watch="both")
+    plain.feed("text", text)
+    assert plain.safe_offset("text") > text.index(copied)  # the other rules would release it
+
+
 def test_an_answer_that_starts_like_a_sentence_and_goes_elsewhere_is_released() -> None:
     text = "北京、上海。\n\n同一段内容被反复地讨论过，但答案不同。广州和深圳也在名单上"
     for seed in range(5):

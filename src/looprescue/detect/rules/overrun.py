@@ -44,8 +44,7 @@ def overrun_items(first: int, last: int) -> int:
 
 @dataclass(slots=True)
 class _Chain:
-    first: int  # the asked range
-    last: int
+    last: int  # the end of the asked range it counts in
     value: int  # the number the list is at
     seen_to: int  # offset after that number
     past: int | None = None  # where the first item past the range begins
@@ -95,7 +94,7 @@ class OverrunRule:
                 del chains[first]
             if chain is None:
                 if value == first:
-                    chains[first] = _Chain(first, last, value, end)
+                    chains[first] = _Chain(last, value, end)
                 continue
             if value != chain.value + 1:
                 continue

@@ -53,16 +53,23 @@ class ParrotRule:
         )
 
     def safe_offset(self, win: TextWindow) -> int:
-        """Where the text's end could be the start of a copied sentence."""
+        """Where a copied sentence not yet judged begins, or where the text's end could be the
+        start of one."""
         end = win.end
-        tail = win.slice(max(win.base, end - self._longest + 1), end)
+        start = max(win.base, self._scanned - self._longest + 1)
+        text = win.slice(start, end)
+        tail_start = max(0, len(text) - self._longest + 1)
         held = end
         for sentence in self._sentences:
+            at = text.find(sentence)
+            if at >= 0:  # whole, and the next checkpoint cuts there
+                held = min(held, start + at)
+                continue
             first = sentence[0]
-            at = tail.find(first)
+            at = text.find(first, tail_start)
             while at >= 0:
-                if sentence.startswith(tail[at:]):
-                    held = min(held, end - len(tail) + at)
+                if sentence.startswith(text[at:]):
+                    held = min(held, start + at)
                     break
-                at = tail.find(first, at + 1)
+                at = text.find(first, at + 1)
         return held
