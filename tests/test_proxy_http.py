@@ -391,3 +391,22 @@ def test_observe_mode_passes_the_loop_and_audits_it(
     (line,) = [json.loads(x) for x in audit.read_text().splitlines()]
     assert line["kind"] == "detection" and line["mode"] == "observe"
     assert len(upstream.agent_requests()) == 1
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_list_past_the_asked_range_ends_at_its_end_over_http(
+    upstream: ScriptedUpstream, protocol: str
+) -> None:
+    count = ", ".join(str(n) for n in range(1, 121))
+    upstream.enqueue(ScriptedResponse(reasoning="Counting.", text=count))
+    prompt = "Print the numbers from 1 to 50."
+    with serve(upstream, marker=False) as proxy:
+        if protocol == "openai":
+            got = stream_openai(proxy, prompt)
+            assert got["finish"] == ["stop"]
+        else:
+            got = stream_anthropic(proxy, prompt)
+        totals = proxy.totals
+    assert got["text"] == count[: count.index("51, ")]  # everything asked for, nothing past it
+    assert totals.cuts == 1 and totals.rescues == 0 and totals.leaked_loop_chars == 0
+    assert len(upstream.agent_requests()) == 1  # finished, not resumed
