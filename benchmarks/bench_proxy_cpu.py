@@ -8,7 +8,8 @@ target process (user + system, from /proc) over a run, divided by the upstream c
 relayed, is the figure; ratios are against the relay. Targets alternate within each round; the
 figure is the median over rounds. Every stream's text is checked to arrive complete. The last
 target relays the stream untouched through the same server (no model matches): the cost of
-the HTTP stack alone.
+the HTTP stack alone. ``BENCH_PROXY_BEFORE=<other checkout>/src`` adds that checkout's
+``observe`` and ``rescue`` to the same rounds: before and after figures from one run.
 """
 
 from __future__ import annotations
@@ -90,8 +91,16 @@ def targets(upstream_url: str, upstream_port: int) -> dict[str, Callable[[], Chi
             "proxy observe": lambda: proxy_process(upstream_url, "observe"),
             "proxy rescue": lambda: proxy_process(upstream_url, "rescue"),
         }
+    before = os.environ.get("BENCH_PROXY_BEFORE")
+    earlier: dict[str, Callable[[], Child]] = {}
+    if before:
+        earlier = {
+            f"before: proxy {mode}": lambda mode=mode: proxy_process(upstream_url, mode, src=before)
+            for mode in ("observe", "rescue")
+        }
     return {
         "byte relay (baseline)": lambda: relay_process(upstream_port),
+        **earlier,
         "proxy observe": lambda: proxy_process(upstream_url, "observe"),
         "proxy rescue": lambda: proxy_process(upstream_url, "rescue"),
         "proxy observe, no-op detector": lambda: proxy_process(

@@ -308,9 +308,12 @@ def serve_byte_relay() -> None:
 # --------------------------------------------------------------------------- the proxy
 
 
-def proxy_process(upstream_url: str, mode: str, *extra: str, noop_detector: bool = False) -> Child:
+def proxy_process(
+    upstream_url: str, mode: str, *extra: str, noop_detector: bool = False, src: str | None = None
+) -> Child:
     """``looprescue proxy`` (or, with ``noop_detector``, the same server with a detector that
-    never fires and holds nothing, to split the proxy's own cost from the detector's)."""
+    never fires and holds nothing, to split the proxy's own cost from the detector's); ``src``:
+    another checkout's ``src/`` to run instead of this one."""
     port = free_port()
     args = ["proxy", "--upstream", upstream_url, "--port", str(port), "--mode", mode, *extra]
     if noop_detector:
@@ -318,7 +321,7 @@ def proxy_process(upstream_url: str, mode: str, *extra: str, noop_detector: bool
     else:
         code = "from looprescue.cli import main; main()"
     # BENCH_PROXY_SRC: measure the proxy of another checkout's src/ (before/after figures)
-    other = os.environ.get("BENCH_PROXY_SRC")
+    other = src or os.environ.get("BENCH_PROXY_SRC")
     env = {"PYTHONPATH": other} if other else None
     return Child(python(code, *args), port, f"proxy {mode}", env)
 

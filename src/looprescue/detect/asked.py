@@ -15,8 +15,7 @@ MIN_ASKED_ITEMS = 5
 MAX_ASKED = 100_000
 
 # start and end with the same name in front of both ("task_1 to task_10", ".row-1 through
-# .row-40"), or none; the end is
-# a whole number (not a date's month, not a version's part)
+# .row-40"), or none; the end is a whole number (not a date's month, not a version's part)
 _RANGE = re.compile(
     r"(?<![\w.])(?P<name>[A-Za-z_.\-]{0,24}?)(?P<start>\d{1,6})\s*"
     r"(?:to|through|thru|until|-|–|—|~|～|到|至)\s*"

@@ -61,13 +61,12 @@ class OverrunRule:
 
     @property
     def active(self) -> bool:
+        """Whether the request asked for a range (the detector asks the rule nothing else)."""
         return bool(self._asked)
 
     def at_checkpoint(self, win: TextWindow, cp: int, final: bool) -> Hit | None:
         """Follow the numbers up to ``cp`` (the char at ``cp`` is known unless ``final``): a
         number touching the end of what is known may go on, and waits for the next check."""
-        if not self._asked:
-            return None
         stop = cp if final else cp + 1
         start = max(self._scanned, win.base)
         self._scanned = cp
@@ -120,8 +119,6 @@ class OverrunRule:
         could still be one (``def task_``), a number still being written (``5`` of ``51``).
         The numbers not yet followed are looked at without keeping what they say (the
         checkpoints decide)."""
-        if not self._asked:
-            return win.end
         chains = {first: replace(chain) for first, chain in self._chains.items()}
         start = max(self._scanned, win.base)
         end = win.end

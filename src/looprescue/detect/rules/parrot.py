@@ -28,6 +28,8 @@ class ParrotRule:
 
     @property
     def active(self) -> bool:
+        """Whether there is a correction to watch for (the detector asks the rule nothing
+        else)."""
         return bool(self._sentences)
 
     def at_checkpoint(self, win: TextWindow, cp: int, final: bool) -> Hit | None:
