@@ -134,13 +134,25 @@ def test_one_flag_line_repeated_inside_a_fence():
     assert hit.fired_at - len(head) < 60 * len(flag)  # well inside a 700-token budget
 
 
-def test_one_long_statement_repeated_inside_a_fence_needs_no_extra_copies():
+@pytest.mark.parametrize(
+    "line",
+    [
+        "    page_data = page_data.split('&#39;')  # remove the '#' delimiter\n",
+        # SmolLM2's own, 31 chars once stripped (about five words)
+        "    page_data = page_data.to_json()\n",
+    ],
+)
+def test_one_long_statement_repeated_inside_a_fence_needs_no_extra_copies(line):
     head = "```python\ndef fetch(url):\n    page_data = get(url)\n"
-    line = "    page_data = page_data.split('&#39;')  # remove the '#' delimiter\n"
     hit = stream(head + line * 40, "text")
     assert hit is not None and hit.rule == "cycle" and hit.period == len(line)
-    # 1.5 times a cycle's five copies, not three times them
-    assert (hit.fired_at - len(head)) / len(line) <= 9
+    # 1.5 times the copies the line needs outside a fence (give or take a checkpoint), not
+    # three times them
+    prose = stream("Notes:\n" + line * 40, "text")
+    assert prose is not None
+    outside = (prose.fired_at - len("Notes:\n")) / len(line)
+    inside = (hit.fired_at - len(head)) / len(line)
+    assert inside <= 1.5 * outside + STRIDE / len(line) < 3 * outside
     # the same statement written a few times is code, and five layers of a model are too
     assert scan_text(head + line * 4 + "    return page_data\n```\n", "text") == []
     layers = "    model.add(Dense(64, activation='relu', kernel_initializer='he_normal'))\n" * 5
@@ -148,6 +160,9 @@ def test_one_long_statement_repeated_inside_a_fence_needs_no_extra_copies():
     # copies run together on one line are a statement, judged like any code in a fence
     run_on = "for (let k = 0; k < 8; k++) { sum += arr[k]; }" * 20
     assert scan_text("```\n" + run_on + "\n```\n", "text") == []
+    # a short statement keeps the fence's full factor: "print it 20 times" is a request
+    prints = '    print("Hello, World!")\n' * 20
+    assert scan_text("```python\ndef greet():\n" + prints + "```\n", "text") == []
 
 
 # -- degenerate tables and counted lists ----------------------------------------------------
