@@ -410,3 +410,26 @@ def test_a_list_past_the_asked_range_ends_at_its_end_over_http(
     assert got["text"] == count[: count.index("51, ")]  # everything asked for, nothing past it
     assert totals.cuts == 1 and totals.rescues == 0 and totals.leaked_loop_chars == 0
     assert len(upstream.agent_requests()) == 1  # finished, not resumed
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_finished_cut_closes_the_upstream_instead_of_reading_it_to_the_end(
+    upstream: ScriptedUpstream, protocol: str
+) -> None:
+    # the answer is finished at the asked range's end: what the model would write after it is
+    # paid for by the token, so the proxy must hang up, not read on so as to reuse the
+    # connection
+    count = ", ".join(str(n) for n in range(1, 401))
+    upstream.enqueue(ScriptedResponse(text=count, delay=0.005))
+    prompt = "Print the numbers from 1 to 50."
+    with serve(upstream, marker=False) as proxy:
+        got = (
+            stream_openai(proxy, prompt)
+            if protocol == "openai"
+            else stream_anthropic(proxy, prompt)
+        )
+    assert got["text"] == count[: count.index("51, ")]
+    (request,) = upstream.agent_requests()
+    assert request.client_disconnected, request.outcome
+    # the cut comes about 60 deltas in, the whole count takes about 470
+    assert request.events_sent < 150, request.events_sent

@@ -74,10 +74,10 @@ class ExchangeDriver:
         return response
 
     async def release(self, response: UpstreamResponse) -> None:
-        """Done reading ``response``. When the message ended it stays open for
-        :meth:`aclose` to drain its short tail (so its connection is reused) after the client
-        got everything; otherwise it is closed now."""
-        if not self.exchange.done:
+        """Done reading ``response``. When its message ended it stays open for :meth:`aclose`
+        to drain its short tail (so its connection is reused) after the client got
+        everything; otherwise (a cut, a failure, a resume to come) it is closed now."""
+        if not self.exchange.done or self.exchange.hung_up:
             await self._close(response)
 
     async def _close(self, response: UpstreamResponse) -> None:
@@ -99,7 +99,7 @@ class ExchangeDriver:
         drained first, so its connection goes back to the pool."""
         while self._open:
             response = self._open.pop()
-            if self.exchange.done:
+            if self.exchange.done and not self.exchange.hung_up:
                 await self._drain(response)
             await response.aclose()
 

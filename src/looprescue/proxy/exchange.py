@@ -86,6 +86,7 @@ class Exchange:
         self._decoder = wire.decoder()
         self.attempt = -1  # the upstream request being fed (SendRequest.attempt)
         self._accepting = False  # False once the engine said to stop reading this response
+        self._hung_up = False  # the engine closed this response before its message ended
 
     @property
     def done(self) -> bool:
@@ -95,6 +96,13 @@ class Exchange:
     def reading(self) -> bool:
         """True while the current upstream response is still to be fed."""
         return self._accepting
+
+    @property
+    def hung_up(self) -> bool:
+        """True when the engine closed the current upstream response before its message
+        ended (a cut): it must not be read on, even to reuse its connection, since every
+        token the model writes after the cut is paid for."""
+        return self._hung_up
 
     # ------------------------------------------------------------------ upstream requests
 
@@ -108,6 +116,7 @@ class Exchange:
         self._parser = SSEParser()
         self._decoder = self.wire.decoder()
         self._accepting = True
+        self._hung_up = False
         self._unsent = []
         self._unparsed = []
         self._unparsed_bytes = 0
@@ -317,6 +326,7 @@ class Exchange:
             elif kind is CloseUpstream:
                 step.close_upstream = True
                 self._accepting = False
+                self._hung_up = True
             else:
                 step.request = item
                 self._accepting = False
