@@ -14,11 +14,9 @@ from looprescue.rescue.continuation import LoopSummary
 from looprescue.rescue.marker import correction_sentences
 
 CONFIG = load_config(None, {})
-LOOP = LoopSummary(
-    channel="text", rule="cycle", repeats=43, chars_removed=126, phrase="1. 1. 1.", onset=0
-)
+LOOP = LoopSummary(channel="text", phrase="1. 1. 1.")
 SENTENCES = correction_sentences(LOOP, kept_text=True, lang="zh")
-COPIED = "同一段内容被反复输出了约 43 次，共删除 126 个字符。"
+COPIED = "上一条回答开始重复，重复的部分已删除。"
 ANSWER = "北京、上海、广州、深圳、成都。\n\n" + COPIED + "\n\n" + COPIED
 
 

@@ -94,9 +94,9 @@ def correction_of(result: Run) -> str:
 
 
 def assert_no_loop_quoted(correction: str, loop: str) -> None:
-    """Of the loop's text, nothing longer than the one <= 40-char phrase is in the correction."""
+    """Nothing of the loop's text is in the correction (no run of 16 of its chars)."""
     flat, loop = " ".join(correction.split()), " ".join(loop.split())
-    assert not any(loop[i : i + 41] in flat for i in range(max(0, len(loop) - 40)))
+    assert not any(loop[i : i + 16] in flat for i in range(max(0, len(loop) - 15)))
 
 
 # --------------------------------------------------------------------------- continuation
@@ -115,10 +115,7 @@ def test_reasoning_loop_continuation_carries_the_reasoning_up_to_the_onset() -> 
     assert engine.kept_work().reasoning == PLAN
     assert PLAN.strip() in correction
     assert UNIT.strip() not in correction  # not even the one copy the client kept
-    phrase = correction.split("«", 1)[1].split("»", 1)[0]
-    assert len(phrase) <= 40 and UNIT.startswith(phrase.rstrip("…").rstrip())
-    assert "rule cycle" in correction and "reasoning" in correction
-    assert f"{len(PLAN)} chars of reasoning before the repetition" in correction
+    assert "previous reasoning started repeating" in correction
     assert_no_loop_quoted(correction, UNIT * 5)
 
 
@@ -146,7 +143,7 @@ def test_openai_continuation_has_the_same_shape_in_its_own_spelling() -> None:
     (resume,) = result.resumes
     assistant, user = resume.body["messages"][-2:]
     assert assistant == {"role": "assistant", "content": PLAN}
-    assert user["role"] == "user" and "rule pool" in user["content"]
+    assert user["role"] == "user" and "previous answer started repeating" in user["content"]
     assert_no_loop_quoted(user["content"], POOL * 6)
 
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ..config import LoopRescueConfig
 from . import marker as notes
+from .conversation import uses_tools
 from .marker import Lang
 from .sanitize import HistoryCut, HistoryPruner
 
@@ -45,15 +46,11 @@ class KeptWork:
 
 @dataclass(frozen=True, slots=True)
 class LoopSummary:
-    """What the correction tells the model about the loop: words and counts, and at most one
-    short phrase of the loop itself."""
+    """The loop as a resume knows it: the correction names its channel, and the resume's audit
+    record quotes its first phrase (the correction itself quotes nothing of it)."""
 
     channel: str
-    rule: str
-    repeats: float
-    chars_removed: int
     phrase: str  # <= PHRASE_LIMIT chars: how the repeated unit starts
-    onset: int = 0  # chars of the channel before the loop began (all kept)
 
 
 class RequestEditor(Protocol):
@@ -85,29 +82,14 @@ def strip_dsh_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in DSH_ONCE_ONLY_FIELDS}
 
 
-def summarize_loop(
-    *,
-    channel: str,
-    rule: str,
-    repeats: float,
-    chars_removed: int,
-    channel_text: str,
-    loop_start: int,
-) -> LoopSummary:
-    """The loop in words; the one phrase quoted is the loop's first sentence (or its start):
-    one phrase, never a run of the loop."""
+def summarize_loop(*, channel: str, channel_text: str, loop_start: int) -> LoopSummary:
+    """The loop's channel and its first phrase: the loop's first sentence (or its start), one
+    phrase, never a run of the loop."""
     head = channel_text[loop_start : loop_start + 4 * PHRASE_LIMIT].lstrip()
     first = _FIRST_SENTENCE.match(head)
     if first is not None:
         head = first.group()
-    return LoopSummary(
-        channel=channel,
-        rule=rule,
-        repeats=repeats,
-        chars_removed=chars_removed,
-        phrase=notes.shorten(head, PHRASE_LIMIT),
-        onset=loop_start,
-    )
+    return LoopSummary(channel=channel, phrase=notes.shorten(head, PHRASE_LIMIT))
 
 
 def build_continuation(
@@ -122,7 +104,8 @@ def build_continuation(
     kept_text = kept.text.strip() != ""
     if kept_text:
         body = editor.with_assistant_text(body, kept)
-    correction = notes.correction(loop, kept.reasoning.strip(), kept_text, lang)
+    tools = uses_tools(original)
+    correction = notes.correction(loop, kept.reasoning.strip(), kept_text, lang, tools)
     return editor.with_user_text(body, correction)
 
 

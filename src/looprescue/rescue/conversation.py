@@ -189,6 +189,27 @@ def latest_prompt(body: Mapping[str, Any]) -> str:
     return pieces[0] if pieces else ""
 
 
+_TOOL_BLOCKS = frozenset({"tool_use", "tool_result", "server_tool_use"})
+
+
+def uses_tools(body: Mapping[str, Any]) -> bool:
+    """True when the request offers tools or its history holds tool calls or results (either
+    protocol): tool calls of earlier steps may then have run."""
+    if body.get("tools") or body.get("functions"):
+        return True
+    for message in body.get("messages") or ():
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("role") in ("tool", "function") or message.get("tool_calls"):
+            return True
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(block, Mapping) and block.get("type") in _TOOL_BLOCKS for block in content
+        ):
+            return True
+    return False
+
+
 def conversation_language(body: Mapping[str, Any], setting: str = "auto") -> Lang:
     """The language of notes and corrections: the configured one, or the human's."""
     if setting in ("en", "zh"):

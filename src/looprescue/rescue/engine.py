@@ -43,7 +43,7 @@ from .continuation import (
     has_retry_overrides,
     summarize_loop,
 )
-from .conversation import ConversationState, latest_prompt
+from .conversation import ConversationState, latest_prompt, uses_tools
 from .cut import CutAction, cut_action, cut_point
 from .events import (
     AuditRecord,
@@ -654,14 +654,7 @@ class RescueEngine:
         if action is CutAction.BUDGET:
             note = notes.budget_note(self._budget or 0, self.lang)
             return out + self._note(note) + self._finish("max_tokens", None)
-        summary = summarize_loop(
-            channel=channel,
-            rule=hit.rule,
-            repeats=float(hit.repeats),
-            chars_removed=len(loop_text),
-            channel_text=text,
-            loop_start=hit.loop_start,
-        )
+        summary = summarize_loop(channel=channel, channel_text=text, loop_start=hit.loop_start)
         return out + self._resume(summary, spent)
 
     def _marker_for(self, up_index: int, chars: int) -> list[EngineOutput]:
@@ -700,7 +693,9 @@ class RescueEngine:
             body = self.editor.with_output_budget(body, left)
         number = self._attempt.number + 1
         # the continuation's answer must not copy the correction it is sent
-        self._correction = notes.correction_sentences(summary, kept.text.strip() != "", self.lang)
+        self._correction = notes.correction_sentences(
+            summary, kept.text.strip() != "", self.lang, uses_tools(self.request_body)
+        )
         self._attempt = _Attempt(number, self._detector_factory(), self._visible_chars)
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1

@@ -74,71 +74,64 @@ _SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|(?<=[。！？：])|\n+")
 ECHO_SENTENCE_CHARS = 16
 
 
-def correction_sentences(loop: LoopSummary, kept_text: bool, lang: Lang) -> tuple[str, ...]:
+def correction_sentences(
+    loop: LoopSummary, kept_text: bool, lang: Lang, tools: bool = False
+) -> tuple[str, ...]:
     """The sentences of a continuation's correction (without the model's own reasoning it
     quotes) that an answer has no reason to contain: a continuation that writes one out is
     copying its instructions instead of doing the task (the ``parrot`` rule)."""
-    text = correction(loop, "", kept_text, lang)
+    text = correction(loop, "", kept_text, lang, tools)
     parts = (part.strip().removeprefix(TAG).strip() for part in _SENTENCE_END.split(text))
     return tuple(dict.fromkeys(p for p in parts if len(p) >= ECHO_SENTENCE_CHARS))
 
 
-def correction(loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: Lang) -> str:
+def correction(
+    loop: LoopSummary, kept_reasoning: str, kept_text: bool, lang: Lang, tools: bool = False
+) -> str:
     """The user-turn text of a continuation request.
 
-    It describes the loop in words (channel, detector rule, how often, how much was removed,
-    where it began) and quotes at most one short phrase of it, so the loop itself is
-    not sent back; it asks to continue without repeating or restarting, and to check the
-    workspace before repeating side-effecting actions (tools may already have run).
-    ``kept_reasoning`` (may be empty) is the model's own reasoning before the loop began; it is
+    It says that the answer (or its reasoning) started repeating and that the repetition was
+    removed, and asks to go on after what was kept, without repeating, and to stop once the
+    answer is complete. It quotes nothing of the loop: every char of it sent back is one the
+    model may pick up again. Brief on purpose: sent a longer one (the loop's rule, counts and
+    first phrase, and a workspace warning whether or not the request had tools), a small
+    model wrote about it instead of finishing its answer (docs/e2e.md).
+    ``kept_reasoning`` (may be empty) is the model's own reasoning before the loop began,
     quoted so the model can build on it without the provider having to accept an edited,
-    unsigned thinking block.
+    unsigned thinking block. ``tools``: the request offers tools or has used them, so tool
+    calls of earlier steps may have run; the model is asked to check before repeating one.
     """
-    word = _CHANNEL_WORD[lang].get(loop.channel, loop.channel)
-    times = f"{loop.repeats:.0f}" if loop.repeats >= 1 else "several"
+    reasoning = loop.channel == "reasoning"
     if lang == "zh":
-        parts = [
-            f"{TAG} 你上一次回复的{word}陷入了重复（检测规则 {loop.rule}）：同一段内容被反复"
-            f"输出了约 {times} 次，共删除 {loop.chars_removed} 个字符。它以「{loop.phrase}」开头。",
-        ]
-        if loop.onset:
-            parts.append(f"重复开始之前的 {loop.onset} 个字符都保留了下来。")
-        parts.append("请从中断处继续完成任务，不要再重复这段内容，也不要从头开始。")
+        subject = "上一次回复的推理" if reasoning else "上一条回答"
+        parts = [f"{TAG} {subject}开始重复，重复的部分已删除。"]
         if kept_reasoning:
             parts += ["你在陷入重复之前的推理如下，可以直接在此基础上继续：", kept_reasoning]
         if kept_text:
-            parts.append("上一条助手消息是已经展示给用户的部分回答，请接着它写，不要重复。")
-        parts.append(
-            "之前步骤中的工具调用可能已经执行过：在重复任何有副作用的操作之前，先检查工作区的当前状态。"
-        )
+            parts.append("请接着上一条回答写完，不要重复，写完就结束。")
+        else:
+            parts.append("请继续完成任务，不要重复，写完就结束。")
+        if tools:
+            parts.append(
+                "之前步骤中的工具调用可能已经执行过：在重复任何有副作用的操作之前，先检查工作区的当前状态。"
+            )
         return "\n\n".join(parts)
-    parts = [
-        f"{TAG} Your previous response started repeating itself in its {word} (detector "
-        f"rule {loop.rule}): one passage came about {times} times ({loop.chars_removed} chars "
-        f"removed). It began with «{loop.phrase}».",
-    ]
-    if loop.onset:
-        parts.append(
-            f"The {loop.onset} chars of {word} before the repetition began are kept: that is the "
-            "work you were doing."
-        )
-    parts.append(
-        "Continue the task from where you stopped, without repeating that passage and without "
-        "starting over."
-    )
+    subject = "reasoning" if reasoning else "answer"
+    parts = [f"{TAG} Your previous {subject} started repeating; the repeated part was removed."]
     if kept_reasoning:
         parts += ["Your reasoning before the repetition began, to build on:", kept_reasoning]
     if kept_text:
         parts.append(
-            "The previous assistant message is the part of the answer the user has already "
-            "seen; continue after it without restating it."
+            "Continue the answer after the previous assistant message (the user has already "
+            "seen it), without repeating, and stop when the answer is complete."
         )
-    # Last, with or without tools in the request: without it, make e2e saw a small model echo
-    # the sentence that then came last into its answer.
-    parts.append(
-        "Tool calls from earlier steps may already have run: check the current state of the "
-        "workspace before repeating any action that has side effects."
-    )
+    else:
+        parts.append("Continue the task without repeating, and stop when the answer is complete.")
+    if tools:
+        parts.append(
+            "Tool calls from earlier steps may already have run: check the current state of the "
+            "workspace before repeating any action that has side effects."
+        )
     return "\n\n".join(parts)
 
 
