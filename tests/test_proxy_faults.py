@@ -190,6 +190,24 @@ def test_stalled_upstream_is_reported_and_closed(upstream: ScriptedUpstream, mod
     assert upstream.requests[0].client_disconnected
 
 
+def test_a_stalled_upstream_is_not_read_on_once_the_stall_is_reported(
+    upstream: ScriptedUpstream,
+) -> None:
+    # the upstream goes on 1.6 s later, after the proxy's 1 s idle limit and within the 1 s a
+    # drain waits for a chunk: none of the rest may be read (every token of it is paid for)
+    text = "word " * 60
+    upstream.enqueue(ScriptedResponse(text=text, stall_after=4, stall_seconds=1.6))
+    with serve(upstream, **{"proxy.upstreamIdleTimeoutMs": 1000}) as proxy:
+        native = httpx.post(
+            proxy.base_url + "/v1/messages", json=anthropic_body(), headers=ANTHROPIC_HEADERS
+        )
+        assert upstream.wait_for(lambda u: u.requests[0].outcome != "pending")
+    name, data = parse_sse(native.text)[-1]
+    assert name == "error" and "1000 ms" in data["error"]["message"], native.text
+    assert upstream.requests[0].client_disconnected, upstream.requests[0].outcome
+    assert upstream.requests[0].events_sent == 4
+
+
 def test_client_disconnect_cancels_the_upstream_request(upstream: ScriptedUpstream) -> None:
     upstream.enqueue(ScriptedResponse(text="word " * 400, delay=0.02, delta_chars=(5, 5)))
     with serve(upstream) as proxy:
