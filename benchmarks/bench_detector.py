@@ -2,13 +2,19 @@
 
 Times are CPU seconds of this process (time.process_time), best of a few passes: the machine is
 shared, and CPU time is far less disturbed by other load than wall time. Every ratio compares
-runs made here, now.
+runs made here, now. ``BENCH_DETECTOR_BEFORE=<other checkout>/src`` also measures that
+checkout's detector on the same 1 MB texts, each side in a fresh interpreter, alternating over
+rounds, and prints now / before: the throughput change from one run.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 from benchmarks.textgen import healthy_text, looping_text
 from looprescue.config import DetectorConfig
@@ -16,6 +22,9 @@ from looprescue.detect import StreamDetector, scan_text
 
 DELTA = 3
 MB = 1_000_000
+TEXTS = {"healthy mixed": healthy_text, "looping": looping_text}
+ROUNDS = 3
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _best(runs: int, text: str, with_watermark: bool = False) -> tuple[float, int]:
@@ -59,9 +68,43 @@ def _peak_memory(text: str) -> int:
     return peak - base
 
 
+def _seconds_in_child(label: str, src: str) -> float:
+    """CPU seconds of one pass over the 1 MB text of ``label``, in a fresh interpreter that
+    imports looprescue from ``src`` (this repository's benchmarks make the text)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)])}
+    code = "import sys; from benchmarks.bench_detector import _child; _child(sys.argv[1])"
+    out = subprocess.run(
+        [sys.executable, "-c", code, label], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout)
+
+
+def _child(label: str) -> None:
+    seconds, _ = _incremental(TEXTS[label](1 * MB, seed=1))
+    print(seconds)
+
+
+def compare_with(before: str) -> None:
+    now = str(ROOT / "src")
+    for label in TEXTS:
+        times: dict[str, list[float]] = {"now": [], "before": []}
+        for _ in range(ROUNDS):
+            times["now"].append(_seconds_in_child(label, now))
+            times["before"].append(_seconds_in_child(label, before))
+        t_now, t_before = min(times["now"]), min(times["before"])
+        print(
+            f"  {label:14s} 1 MB, best of {ROUNDS} rounds: now {1 / t_now:5.2f} MB/s, before "
+            f"{1 / t_before:5.2f} MB/s: now / before {t_before / t_now:4.2f}"
+        )
+
+
 def main() -> None:
     print(f"detector: deltas of {DELTA} chars, one channel; MB = 10^6 chars")
-    for label, make in (("healthy mixed", healthy_text), ("looping", looping_text)):
+    before = os.environ.get("BENCH_DETECTOR_BEFORE")
+    if before:
+        print(f"  against BENCH_DETECTOR_BEFORE={before}")
+        compare_with(before)
+    for label, make in TEXTS.items():
         small, large = make(1 * MB, seed=1), make(10 * MB, seed=2)
         t_small, hits_small = _best(3, small)
         t_large, hits_large = _best(2, large)
