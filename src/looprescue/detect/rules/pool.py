@@ -47,6 +47,9 @@ HOLD_CHARS = 20
 FREE_AFTER = HOLD_CHARS + 24
 # Recent long sentences remembered to tell a repeated one from a new one.
 LONG_MEMORY = 64
+# Sentences whose phrase is remembered: a pool repeats a handful of them hundreds of times, and
+# normalising one costs more than looking it up. Forgotten all at once when full (bounded).
+PHRASES_REMEMBERED = 256
 
 
 def pool_horizon(cfg: DetectorConfig) -> int:
@@ -73,6 +76,7 @@ class PoolRule:
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
+        self._phrase_of: dict[str, str] = {}  # sentence -> normalize_phrase(sentence)
 
     def _dec(self, phrase: str) -> None:
         n = self._counts[phrase] - 1
@@ -87,7 +91,14 @@ class PoolRule:
             self._covered -= 1
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
-        phrase = "" if sentence is LONG_SENTENCE else normalize_phrase(sentence)
+        if sentence is LONG_SENTENCE:
+            phrase = ""
+        else:
+            phrase = self._phrase_of.get(sentence)
+            if phrase is None:
+                if len(self._phrase_of) >= PHRASES_REMEMBERED:
+                    self._phrase_of.clear()
+                phrase = self._phrase_of[sentence] = normalize_phrase(sentence)
         if sentence is LONG_SENTENCE or len(phrase) > self._max_chars:
             key = None
             self._run.add(None, start, barrier=not self._seen_long(phrase))
