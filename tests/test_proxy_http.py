@@ -433,3 +433,19 @@ def test_a_finished_cut_closes_the_upstream_instead_of_reading_it_to_the_end(
     assert request.client_disconnected, request.outcome
     # the cut comes about 60 deltas in, the whole count takes about 470
     assert request.events_sent < 150, request.events_sent
+
+
+def test_cut_mode_hangs_up_on_the_loop_it_cut(upstream: ScriptedUpstream) -> None:
+    # paced, so that the rest of the answer is still to come when the loop is cut: read on
+    # (to reuse the connection), up to 64 KB more of it would arrive and be paid for
+    record = next(r for r in loop_records() if r["channel"] == "reasoning")
+    upstream.enqueue(corpus_response(record, answer="never sent", delay=0.002))
+    with serve(upstream, mode="cut") as proxy:
+        got = stream_openai(proxy, "go")
+    assert got["finish"] == ["stop"] and "never sent" not in got["text"]
+    (request,) = upstream.agent_requests()
+    assert request.client_disconnected, request.outcome
+    # deltas carry 2-6 chars: up to the loop's confirmation there are at most half as many
+    # as its chars, plus a few frames in flight when the hang-up arrives
+    (hit,) = scan_text(record["text"], "reasoning")
+    assert request.events_sent < hit.fired_at // 2 + 60, request.events_sent
