@@ -20,6 +20,8 @@ from bisect import bisect_right
 NUMBER_DIGITS = 8
 _NUMBERS = re.compile(rf"(?<![0-9])[0-9]{{1,{NUMBER_DIGITS}}}")
 _DIGIT_HEAD = re.compile(r"[0-9]+")
+# Pieces up to this long are first checked for having no number at all (see _append_folded).
+SHORT_PIECE = 16
 _DIGIT_TAIL = re.compile(r"[0-9]+$")
 # An ordinal suffix, letter by letter: the first letter after a number, then the second.
 _ORDINAL_FIRST = frozenset("snrt")  # st, nd, rd, th
@@ -163,6 +165,17 @@ class TextWindow:
         self._suffix = 1
 
     def _append_folded(self, piece: str, raw_start: int) -> None:
+        if len(piece) <= SHORT_PIECE and not self._suffix and _DIGIT_HEAD.search(piece) is None:
+            # No number in it, and none before it that a suffix could follow: folded as it is.
+            # Most pieces the watermark syncs (a delta or two) are such; longer ones mostly
+            # hold a number, and the search would only add to their cost.
+            folded, self.folded = self.folded, ""
+            folded += piece
+            self.folded = folded
+            self.fbytes += piece.encode("latin-1", "looprescue-fold")
+            self.fend += len(piece)
+            self._run_len = 0
+            return
         fstart = self.fend
         # One pass over the numbers builds the folded piece and the shortened-run entries.
         parts: list[str] = []

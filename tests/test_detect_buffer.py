@@ -1,0 +1,30 @@
+"""The text window's folded view: the same whatever the pieces it was synced in."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from looprescue.detect.buffer import TextWindow, fold
+
+# digits, ordinal letters and their neighbours, CJK and spaces: what folding turns on
+ALPHABET = st.sampled_from([*"0123456789snrtdhx .\n中文", "21st", "3rd", "12th", "99"])
+TEXTS = st.lists(ALPHABET, max_size=120).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXTS, sizes=st.lists(st.integers(1, 20), min_size=1, max_size=6))
+def test_the_folded_view_does_not_depend_on_the_pieces(text: str, sizes: list[int]) -> None:
+    win = TextWindow(keep=10_000)
+    pos = i = 0
+    while pos < len(text):
+        piece = text[pos : pos + sizes[i % len(sizes)]]
+        pos, i = pos + len(piece), i + 1
+        win.pending.append(piece)
+        win.end += len(piece)
+        win.sync()  # as the watermark does after every delta
+    assert win.folded == fold(text)
+    assert len(win.fbytes) == len(win.folded) == win.fend
+    # every folded char maps back into the raw text, in order
+    raws = [win.raw_of(f) for f in range(win.fend)]
+    assert raws == sorted(raws) and all(0 <= r < max(1, len(text)) for r in raws)
