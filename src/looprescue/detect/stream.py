@@ -92,9 +92,11 @@ class StreamDetector:
         return self._channel(channel).consumed
 
     def safe_offset(self, channel: Channel) -> int:
-        if not self.watches(channel):
-            return self._consumed_unwatched[channel]
-        return self._channel(channel).safe_offset()
+        detector = self._watched.get(channel)  # called after every delta: one lookup
+        if detector is not None:
+            return detector.safe_offset()
+        self._channel(channel)  # raises on an unknown channel name
+        return self._consumed_unwatched[channel]
 
     def reset(self, channel: Channel) -> None:
         """Start the channel afresh (offsets restart at zero)."""
