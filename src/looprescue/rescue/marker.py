@@ -95,7 +95,9 @@ def correction(
     answer is complete. It quotes nothing of the loop: every char of it sent back is one the
     model may pick up again. Brief on purpose: sent a longer one (the loop's rule, counts and
     first phrase, and a workspace warning whether or not the request had tools), a small
-    model wrote about it instead of finishing its answer (docs/e2e.md).
+    model wrote about it instead of finishing its answer (docs/e2e.md, "Replaying
+    continuations": 23-24 of 37 continuations end with ``stop`` with this text, 14-18 with
+    that one).
     ``kept_reasoning`` (may be empty) is the model's own reasoning before the loop began,
     quoted so the model can build on it without the provider having to accept an edited,
     unsigned thinking block. ``tools``: the request offers tools or has used them, so tool
