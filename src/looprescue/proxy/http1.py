@@ -110,6 +110,7 @@ class Http1Response:
         self._timer: asyncio.TimerHandle | None = None
         self.status = 0
         self.headers: list[tuple[str, str]] = []
+        self._interim = False  # inside a 1xx interim response
 
     # ----- httptools callbacks
 
@@ -122,7 +123,14 @@ class Http1Response:
             self.headers[-1] = (last_key, last_value + value.decode("latin-1"))
 
     def on_headers_complete(self) -> None:
-        self.status = self._parser.get_status_code()
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            # An interim response (100 Continue, 103 Early Hints; RFC 9110 §15.2): no body,
+            # and the response to the request follows on the same connection.
+            self.headers = []
+            self._interim = True
+            return
+        self.status = status
         if self._head:
             self._complete = True  # no body follows; the parser cannot know (not reused)
         if not self._raw:
@@ -141,6 +149,9 @@ class Http1Response:
         self._buffered += len(body)
 
     def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False
+            return
         self._complete = True
         self._stop_timer()
         # asked here: the parser forgets the message's connection flags once it is over
