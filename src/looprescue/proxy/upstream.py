@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
-# RFC 9110 §7.6.1 connection-specific headers, plus ones the HTTP stacks set themselves.
+# RFC 9110 §7.6.1 connection-specific headers, plus ones the HTTP stacks set themselves, and
+# Expect: the proxy answered the client's 100-continue itself and sends the body at once.
 HOP_BY_HOP = frozenset(
     {
+        "expect",
         "connection",
         "keep-alive",
         "proxy-authenticate",
