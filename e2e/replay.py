@@ -4,8 +4,9 @@ was sent and as the current code writes it.
 A continuation's first words decide whether a small model finishes: this measures a change of
 the correction text without the rest of the run moving. For every prompt of a client log
 (``e2e/out/client-<stamp>.jsonl``) that was resumed, its first continuation request is sent
-again, streamed nowhere and judged by nothing: once as the log has it, once with its last
-user message replaced by what ``rescue.marker.correction`` writes now, at each seed given.
+again, streamed nowhere and judged by nothing: once as the log has it, once rebuilt as the
+engine builds a continuation now (``rescue.continuation.build_continuation``), at each seed
+given.
 Sampling is the retry settings' (``--set`` as for ``make e2e``) over the corpus's, with the
 budget the continuation had (700 tokens minus the first attempt's). Prints per variant and
 seed how many answers ended with ``stop`` and the tokens they took.
@@ -26,9 +27,10 @@ from e2e.model import MODEL_ALIAS, install, serve, stop_on_sigterm
 from e2e.prompts import BASE_SAMPLING, ROOT, SEED
 from looprescue.commands.common import parse_settings
 from looprescue.config import load_config
-from looprescue.rescue.continuation import LoopSummary
-from looprescue.rescue.conversation import conversation_language, uses_tools
-from looprescue.rescue.marker import correction
+from looprescue.proxy.openai import OpenAIWire
+from looprescue.rescue.budget import MIN_RESUME_TOKENS
+from looprescue.rescue.continuation import KeptWork, LoopSummary, build_continuation
+from looprescue.rescue.conversation import conversation_language
 
 VARIANTS = ("as sent", "current")
 
@@ -40,38 +42,32 @@ def first_continuation(record: Mapping[str, Any]) -> list[dict] | None:
 
 
 def with_current_correction(messages: list[dict]) -> list[dict]:
-    """``messages`` with the last user turn (the correction) as the current code writes it."""
-    body = {"messages": messages[:-1]}
-    kept_text = len(messages) >= 2 and messages[-2].get("role") == "assistant"
-    lang = conversation_language({"messages": messages[:1]})
-    text = correction(LoopSummary("text", ""), "", kept_text, lang, uses_tools(body))
-    return [*messages[:-1], {"role": "user", "content": text}]
+    """``messages`` as the engine now builds the continuation of what they continue: the
+    logged assistant turn is the kept text, and everything before it the client's request."""
+    if len(messages) >= 2 and messages[-2].get("role") == "assistant":
+        original, kept = messages[:-2], KeptWork("", messages[-2].get("content") or "")
+    else:
+        original, kept = messages[:-1], KeptWork()
+    request = {"messages": original}
+    lang = conversation_language(request)
+    body = build_continuation(OpenAIWire(), request, kept, LoopSummary("text", ""), lang)
+    return body["messages"]
 
 
 def continuation_budget(record: Mapping[str, Any], max_tokens: int) -> int:
     """What the continuation had: the budget less the first attempt's tokens (``188?``)."""
     first = re.match(r"\d+", str(record["attempts"][0]))
-    return max(16, max_tokens - (int(first.group()) if first else 0))
+    return max(MIN_RESUME_TOKENS, max_tokens - (int(first.group()) if first else 0))
 
 
 def request_body(messages: list[dict], budget: int, seed: int, overrides: list[str]) -> dict:
+    """The continuation request as the proxy sends it: the client's sampling (temperature 0,
+    the corpus's settings), the retry overrides on top, the budget left."""
+    body = {"model": MODEL_ALIAS, "messages": messages, "max_tokens": budget, "seed": seed}
+    body |= {"temperature": 0, **BASE_SAMPLING}
+    wire = OpenAIWire()
     config = load_config(None, parse_settings(overrides))
-    body: dict[str, Any] = {
-        "model": MODEL_ALIAS,
-        "messages": messages,
-        "max_tokens": budget,
-        "seed": seed,
-        "temperature": 0,  # the client's, as make e2e sends it
-        **BASE_SAMPLING,
-    }
-    for key, value in (
-        ("temperature", config.retryTemperature),
-        ("frequency_penalty", config.retryFrequencyPenalty),
-        ("presence_penalty", config.retryPresencePenalty),
-    ):
-        if value is not None:
-            body[key] = value
-    return body
+    return wire.with_output_budget(wire.with_retry_overrides(body, config), budget)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,12 +55,11 @@ _FRAME_ENDS = (b"\n\n", b"\n\r\n", b"\r\r")
 @dataclass(slots=True)
 class Step:
     """What to do after feeding the exchange, in this order: write ``client``, store ``save``,
-    write ``audit``, close the current upstream response when ``close_upstream``, send
-    ``request`` when set."""
+    write ``audit``, send ``request`` when set. (Whether the response just read is closed or
+    drained is the exchange's ``reading`` and ``hung_up``.)"""
 
     client: bytes = b""
     request: SendRequest | None = None
-    close_upstream: bool = False
     save: Any = None  # ConversationState snapshot
     audit: list[AuditRecord] = field(default_factory=list)
 
@@ -324,7 +323,6 @@ class Exchange:
             elif kind is SaveConversation:
                 step.save = item.state
             elif kind is CloseUpstream:
-                step.close_upstream = True
                 self._accepting = False
                 self._hung_up = True
             else:

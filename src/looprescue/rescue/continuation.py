@@ -92,6 +92,12 @@ def summarize_loop(*, channel: str, channel_text: str, loop_start: int) -> LoopS
     return LoopSummary(channel=channel, phrase=notes.shorten(head, PHRASE_LIMIT))
 
 
+def correction_inputs(original: Mapping[str, Any], kept: KeptWork) -> tuple[bool, bool]:
+    """What the correction's wording turns on: whether kept text goes back as an assistant
+    message, and whether the request offers tools or has used them."""
+    return kept.text.strip() != "", uses_tools(original)
+
+
 def build_continuation(
     editor: RequestEditor,
     original: Mapping[str, Any],
@@ -101,10 +107,9 @@ def build_continuation(
 ) -> dict[str, Any]:
     """The continuation request body (retry overrides are applied separately)."""
     body = strip_dsh_fields(original)
-    kept_text = kept.text.strip() != ""
+    kept_text, tools = correction_inputs(original, kept)
     if kept_text:
         body = editor.with_assistant_text(body, kept)
-    tools = uses_tools(original)
     correction = notes.correction(loop, kept.reasoning.strip(), kept_text, lang, tools)
     return editor.with_user_text(body, correction)
 

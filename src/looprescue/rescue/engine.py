@@ -40,10 +40,11 @@ from .continuation import (
     KeptWork,
     RequestEditor,
     build_continuation,
+    correction_inputs,
     has_retry_overrides,
     summarize_loop,
 )
-from .conversation import ConversationState, latest_prompt, uses_tools
+from .conversation import ConversationState, latest_prompt
 from .cut import CutAction, cut_action, cut_point
 from .events import (
     AuditRecord,
@@ -693,9 +694,8 @@ class RescueEngine:
             body = self.editor.with_output_budget(body, left)
         number = self._attempt.number + 1
         # the continuation's answer must not copy the correction it is sent
-        self._correction = notes.correction_sentences(
-            summary, kept.text.strip() != "", self.lang, uses_tools(self.request_body)
-        )
+        kept_text, tools = correction_inputs(self.request_body, kept)
+        self._correction = notes.correction_sentences(summary, kept_text, self.lang, tools)
         self._attempt = _Attempt(number, self._detector_factory(), self._visible_chars)
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1
