@@ -55,6 +55,7 @@ MEANINGS = {
     "detector.cycleEarlyChars": "Chars of copies after which a unit with words is a loop.",
     "detector.cycleShortRepeats": "Copies a short unit needs.",
     "detector.cycleBlockRepeats": "Copies a block of sentences or lines needs.",
+    "detector.cycleClauseRepeats": "Copies a clause of words (one comma, no sentence end) needs.",
     "detector.cycleCharRepeats": "Copies a one-letter unit needs.",
     "detector.counterMinRepeats": "Copies a counter loop (copies equal but for their numbers)"
     " needs; it needs one copy more than a cycle of the same unit, except a block of prose"

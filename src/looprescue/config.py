@@ -34,7 +34,8 @@ class DetectorConfig(_Strict):
     # copies make a loop depends on the unit (docs/detector.md): never fewer than
     # cycleMinRepeats; a unit with words once its copies fill cycleEarlyChars, a short one
     # after cycleShortRepeats, a block of sentences or lines after cycleBlockRepeats, one letter
-    # after cycleCharRepeats; any other unit (digits, lone marks) once cycleMinChars are filled.
+    # after cycleCharRepeats, a clause of words said again inside one sentence after
+    # cycleClauseRepeats; any other unit (digits, lone marks) once cycleMinChars are filled.
     cycleMinPeriod: int = Field(1, ge=1, le=100_000)
     cycleMaxPeriod: int = Field(4000, ge=2, le=100_000)
     cycleMinRepeats: float = Field(3.0, ge=2.0, le=1000)
@@ -42,6 +43,7 @@ class DetectorConfig(_Strict):
     cycleEarlyChars: int = Field(300, ge=16, le=10_000_000)
     cycleShortRepeats: float = Field(10.0, ge=2.0, le=1000)
     cycleBlockRepeats: float = Field(4.0, ge=2.0, le=1000)
+    cycleClauseRepeats: float = Field(3.0, ge=2.0, le=1000)
     cycleCharRepeats: int = Field(30, ge=2, le=100_000)
     # counter: copies equal but for their numbers; only a loop for prose blocks and table rows
     # (a counter template in code, data or a list is what the user asked for), and it needs

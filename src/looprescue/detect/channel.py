@@ -15,6 +15,7 @@ from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.rules.rows import TableRowsRule
+from looprescue.detect.rules.stutter import StutterRule
 from looprescue.detect.segment import Segmenter
 
 # Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
@@ -47,6 +48,7 @@ class ChannelDetector:
         self._win = TextWindow(keep)
         self._periodic = PeriodicRule(channel, cfg, fence_guard=structural)
         self._pool = PoolRule(channel, cfg)
+        self._stutter = StutterRule(channel, cfg)
         self._lines = LinesRule(channel, cfg)
         self._echo = EchoRule(channel, cfg)
         self._rows = TableRowsRule(channel)
@@ -56,7 +58,7 @@ class ChannelDetector:
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
-            self._pool.on_sentence,
+            self._on_sentence,
             self._lines.on_line,
             self._paragraph.on_line_start if self._paragraph else None,
             # a sentence with this many chars cannot normalise to a phrase (edges are short)
@@ -68,6 +70,12 @@ class ChannelDetector:
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
         self.hit: Hit | None = None
         self._reported = False
+
+    def _on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
+        # the pool counts every sentence; a stutter is found inside one
+        return self._stutter.on_sentence(sentence, start, end) or self._pool.on_sentence(
+            sentence, start, end
+        )
 
     @property
     def consumed(self) -> int:

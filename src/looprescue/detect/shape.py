@@ -61,6 +61,26 @@ def is_letter(ch: str) -> bool:
     return _LETTER.match(ch) is not None
 
 
+# A clause of words, as a stutter repeats it (rules ``stutter`` and ``cycle``): at least
+# CLAUSE_LETTERS letters, and two words or more (or a script written without spaces). A word
+# or a short cry said again (``very, very, very``, ``加油，加油``) is emphasis, not a stutter.
+CLAUSE_LETTERS = 6
+CLAUSE_MARKS = "，,、；;"
+_CLAUSE_MARK = re.compile(r"[，,、；;]")
+NO_SPACES_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def is_clause_of_words(body: str) -> bool:
+    return letters_in(body) >= CLAUSE_LETTERS and (
+        len(body.split()) >= 2 or NO_SPACES_SCRIPT.search(body) is not None
+    )
+
+
+def is_one_clause(unit: str) -> bool:
+    """One clause of words with its mark: the unit of a stutter (any rotation of it)."""
+    return len(_CLAUSE_MARK.findall(unit)) == 1 and units_in(unit) == 0 and is_clause_of_words(unit)
+
+
 def units_in(text: str) -> int:
     """Sentences and lines in a unit (``a. b.`` is two, so is ``x\\ny\\n``)."""
     return len(_UNIT_END.findall(_LIST_MARK.sub("", text)))  # "1." is no sentence

@@ -15,6 +15,8 @@ Why a repeated unit is a loop, and how many copies that takes (``copies_needed``
 * digits alone (a chant of digits) count as words do; numbers with punctuation (``1. 1. 1.``,
   ``0, 0, 0``) and marks (``#``, ``//``) need twice the copies, being data or emphasis more
   often; one char that is not a letter, twice ``cycleCharRepeats``;
+* a clause of words said again inside a sentence (``x，x，x，``, see ``rules/stutter.py``)
+  after ``cycleClauseRepeats`` copies;
 * any unit but layout also fires once ``cycleMinRepeats`` copies fill ``cycleMinChars``;
 * inside a code fence the copies are ``codeFenceRepeatFactor`` times as many, and the long-run
   chars ``codeFenceFactor`` times: code repeats lines; one long line of words
@@ -54,6 +56,7 @@ from looprescue.detect.shape import (
     Content,
     content_of,
     is_letter,
+    is_one_clause,
     is_table_row,
     letters_in,
     looks_like_code,
@@ -95,6 +98,7 @@ _SENTENCE_MARKS = ("。", "！", "？", ". ", "! ", "? ")
 _SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？\n]|[.!?](?=\s)|$)\s*")
 # Where a numbered item begins inside a line: "…，13. 从…", "… 4) Then…".
 _ITEM_START = re.compile(r"(?<![0-9])[0-9]{1,4}[.)、] ?(?=[^\s0-9])")
+_CLAUSE_END = re.compile(r"[，,、；;] *")
 _ENDS_SENTENCE = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
 # A counter template with at most this many letters is a chant of numbers, not an enumeration
 # anyone asked for (``t1t2t3``, ``1stu2stu``).
@@ -447,6 +451,8 @@ class PeriodicRule:
         )
         if units_in(unit) >= 2:
             need = min(need, max(cfg.cycleMinRepeats, cfg.cycleBlockRepeats))
+        elif content is Content.WORDS and is_one_clause(unit):
+            need = min(need, max(cfg.cycleMinRepeats, cfg.cycleClauseRepeats))
         return need * doubt
 
     def _counter_shape(self, unit: str, content: Content) -> str | None:
@@ -804,7 +810,7 @@ def _natural_start(win: TextWindow, first: int, unit: int, end: int) -> int:
     The stretch start stays when the first copy begins a line. Otherwise the cut moves to where
     copies begin a line, as the most recent copy shows it (later copies show the loop's own
     layout, the first one shows what came before it), else stays at a sentence start, else
-    moves to one."""
+    moves to one, else to a clause start."""
     raw, base = win.raw, win.base
     lo = win.raw_of(first) - base
     if lo >= 0 and raw[lo : lo + 1] != "\n" and (lo + base == 0 or raw[lo - 1 : lo] == "\n"):
@@ -846,4 +852,9 @@ def _natural_start(win: TextWindow, first: int, unit: int, end: int) -> int:
                 while start < c_hi - 1 and raw[start] == " ":
                     start += 1
                 return first + (win.folded_of(start + base) - copy)
+    for copy, stop in layouts:
+        c_lo, c_hi = win.raw_of(copy) - base, stop - base
+        clause = _CLAUSE_END.search(raw, c_lo, c_hi - 1)
+        if clause is not None:  # a clause said again and again: whole clauses are kept
+            return first + (win.folded_of(clause.end() + base) - copy)
     return first

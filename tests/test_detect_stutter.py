@@ -1,0 +1,104 @@
+"""Rule stutter: one clause said again and again inside a sentence (and cycle's count of it)."""
+
+from __future__ import annotations
+
+import pytest
+from tests.detect_helpers import stream
+
+from looprescue.config import DetectorConfig
+from looprescue.detect import StreamDetector, scan_text
+from looprescue.detect.rules.stutter import StutterRule
+
+TIMETABLE = (
+    "在这个表格中，我们可以使用一个表格，用于表示一个系统，用于表示一个系统，用于表示一个系统，"
+    "用于表示一个系统。\n\n在这个表格中，我们可以使用一个表格，用于表示一个系统，用于表示一个系统。\n\n"
+)
+TEXT_AFTER = "课程表如下：周一上午是数学和语文，下午是英语和体育。周二上午是物理，下午是化学。\n"
+
+
+def released_before(text: str, step: int = 3):
+    """Stream ``text`` as a proxy does (safe_offset after every delta): the hit, and the most
+    the watermark let out before it."""
+    detector, released = StreamDetector(), 0
+    for pos in range(0, len(text), step):
+        hit = detector.feed("text", text[pos : pos + step])
+        if hit is not None:
+            return hit, released
+        released = max(released, detector.safe_offset("text"))
+    return detector.flush("text"), released
+
+
+def test_a_clause_said_three_times_in_a_sentence_is_cut_after_its_first_copy():
+    hit, released = released_before(TIMETABLE + TEXT_AFTER)
+    first = TIMETABLE.index("用于表示一个系统")
+    assert hit is not None and hit.rule == "stutter"
+    assert hit.loop_start == first
+    assert hit.prune_offset == first + len("用于表示一个系统，")  # one copy kept
+    # found when its sentence ends, and nothing after the kept copy was let out before
+    assert hit.fired_at <= TIMETABLE.index("。") + 1
+    assert released <= hit.prune_offset
+
+
+@pytest.mark.parametrize("sizes", [(1,), (2, 7), (5,), (64,)])
+def test_any_chunking_gives_the_same_cut(sizes):
+    hit = stream(TIMETABLE + TEXT_AFTER, "text", sizes=sizes)
+    assert (hit.rule, hit.prune_offset) == ("stutter", TIMETABLE.index("用于表示一个系统") + 9)
+
+
+def test_an_english_clause_stutter_fires_and_a_clause_said_twice_does_not():
+    clause = "we can use the table to show the system, "
+    stutter = "In this table " + clause * 3 + "and then the week ends.\n"
+    hit = scan_text(stutter, "text")[0]
+    # a clause this long reaches cycle's probes as well: either rule keeps one whole copy
+    assert hit.rule in ("stutter", "cycle")
+    assert stutter[: hit.prune_offset].rstrip() == "In this table " + clause.rstrip()
+    twice = "In this table " + clause * 2 + "and then the week ends.\n"
+    assert scan_text(twice + "It was a long week, and a good one.\n", "text") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "No, no, no, no, that is not what I meant at all.\n",  # a short cry
+        "It was very, very, very, very cold that morning on the hill.\n",  # one word
+        "加油，加油，加油，加油！我们一定能赢得这场比赛。\n",  # a cheer of two chars
+        "Location, location, location, as every estate agent says.\n",  # one word
+        "Knock knock, knock knock, who is there at this hour of night?\n",  # two short words
+    ],
+)
+def test_emphasis_is_not_a_stutter(text):
+    assert scan_text(text, "text") == []
+
+
+def test_code_lists_and_tables_are_not_prose():
+    fenced = "```js\nconst flags = [false, false, false, false, false, false];\n```\n"
+    listed = "".join(f"- item: value one, value one, value one, value one {n}\n" for n in range(2))
+    table = "| 周一 | 数学课，数学课，数学课 |\n| 周二 | 语文 |\n"
+    for text in (fenced, listed, table):
+        assert [h.rule for h in scan_text(text, "text")] != ["stutter"], text
+
+
+def test_cycle_counts_a_stuttered_clause_at_cycleClauseRepeats_copies():
+    # a run long enough for cycle's probes, in a sentence that does not end: cycle finds it
+    clause = "用于表示一个系统，"
+    text = (
+        "在这个表格中，"
+        + clause * 5
+        + "".join(chr(0x4E00 + 37 * i) for i in range(120))  # no sentence end yet
+    )
+    hit = stream(text, "text")
+    assert hit is not None and hit.rule == "cycle"
+    assert hit.prune_offset == len("在这个表格中，") + len(clause)
+    # with the clause threshold raised to the short-unit one, five copies are nothing
+    strict = DetectorConfig(cycleClauseRepeats=10)
+    assert stream(text, "text", config=strict) is None
+
+
+def test_cycleClauseRepeats_sets_the_stutter_rule_too():
+    sentence = "In this table " + "we can use the table to show the system, " * 3 + "and so on."
+    assert (
+        StutterRule("text", DetectorConfig(cycleClauseRepeats=4)).on_sentence(sentence, 0, 90)
+        is None
+    )
+    hit = StutterRule("text", DetectorConfig()).on_sentence(sentence, 100, 190)
+    assert (hit.rule, hit.loop_start, hit.prune_offset) == ("stutter", 114, 155)
