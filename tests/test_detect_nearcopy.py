@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.detect_helpers import stream
 
 from looprescue.config import DetectorConfig
-from looprescue.detect import scan_text
+from looprescue.detect import StreamDetector, scan_text
 from looprescue.detect.buffer import TextWindow, fold
 
 STORY = "Once there was a cat that liked to explore the big old house on the hill.\n\n"
@@ -180,3 +180,29 @@ def test_the_window_folds_like_fold_in_any_chunking(text, cuts):
     # offsets map across: only numbers change the number of chars, suffixes fold letter for letter
     for offset in range(len(text) + 1):
         assert window.folded_of(offset) == len(fold(text[:offset]))
+
+
+def test_a_run_of_another_short_unit_that_a_run_on_loop_took_over_from_is_part_of_it():
+    # SmolLM2 through the proxy: a phrase nine times (one copy short of a cycle of its own),
+    # then one mark on and on. One degeneration: the phrase's first copy is kept, no more.
+    lead, phrase = "光合作用是一种", "编程语言的"
+    text = lead + phrase * 9 + "；" * 100
+    hit = _only_hit(text)
+    assert (hit.rule, hit.loop_start, hit.prune_offset) == ("cycle", len(lead), len(lead + phrase))
+    # the watermark held the phrase's copies while they recurred: none of them was let out
+    detector, released = StreamDetector(), 0
+    for pos in range(0, len(text), 3):
+        if detector.feed("text", text[pos : pos + 3]) is not None:
+            break
+        released = max(released, detector.safe_offset("text"))
+    assert released <= hit.prune_offset
+
+
+def test_only_a_run_of_words_with_three_copies_right_before_the_loop_is_taken():
+    for before in (
+        "光合作用是一种编程语言的编程语言的",
+        "光合作用是一种——————————",
+        "编程语言的" * 4 + "，然后",
+    ):
+        hit = _only_hit(before + "；" * 100)
+        assert hit.loop_start == len(before), before

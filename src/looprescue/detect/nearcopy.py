@@ -17,6 +17,9 @@ loop, never with another walked-over segment), so the walk cannot drift into tex
 resembles what came before it. In code (fenced, or lines that read as code) only exact copies
 count: lines that differ in one identifier are what code is made of.
 
+A short unit run on inside one sentence has no segments to compare with: the walk is over
+copies of the unit instead, or over a run of another short unit that ends where it begins.
+
 When the walk passed only exact copies, the earliest is the loop's first copy and is kept, as a
 periodic loop's first copy always is; after near-copies nothing of the loop is kept. The walk is
 pure: it reads the window the rule fired on, no further back than the text every chunking still
@@ -46,6 +49,11 @@ MAX_WALK = 256
 DENSE_MAX_UNIT = 16
 DENSE_MAX_GAP = 24
 DENSE_COVERAGE = 0.6
+# A run of another unit right before a run-on loop: its copies (back to back), and how far
+# back it is looked for (a run of a short unit: a few dozen chars).
+RUN_BEFORE_COPIES = 3
+RUN_BEFORE_CHARS = 512
+_WORDS = re.compile(r"[^\W\d_]")
 # Text before the onset split at first; most walks stop in it.
 NEAR_ONSET_CHARS = 512
 # Rules that find a loop by its exact period: their onset is where the exact repetition
@@ -91,8 +99,10 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     loop = [t for t in map(_tokens, in_loop) if t]
     if not loop:
         # one run-on segment (a short unit repeated inside a sentence that never ends): the
-        # segments before it have nothing to be compared with, but the unit's copies do
-        return _extend_over_dense_copies(win, hit, floor, fenced)
+        # segments before it have nothing to be compared with, but the unit's copies do, and
+        # so does a run of another short unit it took over from
+        dense = _extend_over_dense_copies(win, hit, floor, fenced)
+        return dense if dense is not hit else _extend_over_run_before(win, hit, floor, fenced)
     exact = {tuple(t) for t in loop}
     # A line can hold several of the loop's sentences ("A。A。A。" before "A。⏎⏎A。⏎⏎"):
     # lines are then also compared sentence by sentence (tokenised when first needed).
@@ -193,6 +203,35 @@ def _extend_over_dense_copies(
     if onset == len(before):
         return hit
     return _moved_back(hit, floor + onset, min(floor + onset, hit.prune_offset))
+
+
+def _extend_over_run_before(
+    win: TextWindow, hit: Hit, floor: int, fenced: Callable[[int], bool]
+) -> Hit:
+    """``hit`` with its onset moved back over a run of another short unit of words that ends
+    where the loop begins (``编程语言的`` nine times, then ``；`` on and on): the model got stuck on
+    one unit, then on the next, one degeneration. The run needs ``RUN_BEFORE_COPIES`` copies
+    back to back; its first copy is kept, as a periodic loop's is."""
+    period = hit.period or 0
+    start = hit.loop_start
+    if hit.rule != "cycle" or not 0 < period <= DENSE_MAX_UNIT or fenced(start):
+        return hit
+    before = win.slice(max(floor, start - RUN_BEFORE_CHARS), start)
+    for unit in range(2, DENSE_MAX_UNIT + 1):
+        if len(before) < RUN_BEFORE_COPIES * unit:
+            break
+        copy = before[-unit:]
+        if (
+            not _WORDS.search(copy)
+            or before[-RUN_BEFORE_COPIES * unit :] != copy * RUN_BEFORE_COPIES
+        ):
+            continue
+        at = len(before) - RUN_BEFORE_COPIES * unit
+        while at >= unit and before[at - unit : at] == copy:
+            at -= unit
+        onset = start - (len(before) - at)
+        return _moved_back(hit, onset, min(onset + unit, hit.prune_offset))
+    return hit
 
 
 def _boundary_before(text: str, pos: int, by_lines: bool) -> int:
