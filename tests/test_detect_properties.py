@@ -38,6 +38,13 @@ WORDS = [
 ]
 
 word_text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=60).map(" ".join)
+CLAUSES = [
+    "用于表示一个系统",
+    "我们可以使用一个表格",
+    "we can use the table",
+    "no",
+    "very well then",
+]
 
 
 @st.composite
@@ -45,7 +52,7 @@ def loopy_texts(draw) -> str:
     """Healthy-looking stretches mixed with verbatim, counter and reshuffled loops."""
     parts = []
     for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["prose", "cycle", "counter", "pool"]))
+        kind = draw(st.sampled_from(["prose", "cycle", "counter", "pool", "stutter"]))
         if kind == "prose":
             parts.append(draw(word_text))
         elif kind == "cycle":
@@ -57,6 +64,14 @@ def loopy_texts(draw) -> str:
             parts.append(
                 "".join(f"{body} {n}\n" for n in range(start, start + draw(st.integers(1, 30))))
             )
+        elif kind == "stutter":
+            # clauses of a sentence, some said again back to back (rule stutter)
+            said = draw(
+                st.lists(st.tuples(st.sampled_from(CLAUSES), st.integers(1, 4)), max_size=6)
+            )
+            mark = draw(st.sampled_from(["，", ", ", "、", "；"]))
+            clauses = [clause for clause, times in said for _ in range(times)]
+            parts.append(mark.join(clauses) + draw(st.sampled_from(["。", ".\n", "\n"])))
         else:
             phrases = draw(st.lists(st.sampled_from(WORDS), min_size=2, max_size=6))
             order = draw(st.lists(st.integers(0, len(phrases) - 1), max_size=120))

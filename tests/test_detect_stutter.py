@@ -97,8 +97,40 @@ def test_cycle_counts_a_stuttered_clause_at_cycleClauseRepeats_copies():
 def test_cycleClauseRepeats_sets_the_stutter_rule_too():
     sentence = "In this table " + "we can use the table to show the system, " * 3 + "and so on."
     assert (
-        StutterRule("text", DetectorConfig(cycleClauseRepeats=4)).on_sentence(sentence, 0, 90)
+        StutterRule("text", DetectorConfig(cycleClauseRepeats=4), 4096).on_sentence(sentence, 0, 90)
         is None
     )
-    hit = StutterRule("text", DetectorConfig()).on_sentence(sentence, 100, 190)
+    hit = StutterRule("text", DetectorConfig(), 4096).on_sentence(sentence, 100, 190)
     assert (hit.rule, hit.loop_start, hit.prune_offset) == ("stutter", 114, 155)
+
+
+def test_a_stutter_inside_a_sentence_too_long_for_a_phrase_is_still_judged():
+    # the pool judges sentences up to a phrase's length; a stutter can sit in a longer one
+    opening = (
+        "这个问题可以从很多角度来看，" + "".join(chr(0x4E00 + 53 * i) for i in range(260)) + "，"
+    )
+    text = opening + "用于表示一个系统，" * 3 + "最后总结一下。\n" + TEXT_AFTER
+    hit, released = released_before(text)
+    assert (hit.rule, hit.loop_start) == ("stutter", len(opening))
+    assert released <= hit.prune_offset
+
+
+def test_a_delta_that_ends_the_third_copy_and_breaks_the_run_leaks_nothing():
+    # Found by a stress run: the run of three clauses broke inside the delta that completed its
+    # third copy, so the watermark never saw three copies recur and let the run out before
+    # the checkpoint that cut it.
+    text = (
+        "we can use the table，we can use the table，we can use the tablevery well then；very well"
+        " then；very well then；用于表示一个系统\n表格，"
+        "用于表示一个系统，用于表示一个系统，用于表示一个系统，no，no，no，no，"
+    )
+    detector, released, pos, i, hit = StreamDetector(watch="both"), 0, 0, 0, None
+    while hit is None and pos < len(text):
+        piece = text[pos : pos + (10, 3)[i % 2]]
+        pos, i = pos + len(piece), i + 1
+        hit = detector.feed("reasoning", piece)
+        if hit is None:
+            released = detector.safe_offset("reasoning")
+    hit = hit or detector.flush("reasoning")
+    assert hit is not None
+    assert released <= hit.prune_offset + hit.lead_in

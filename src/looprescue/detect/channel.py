@@ -16,7 +16,7 @@ from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.rules.rows import TableRowsRule
 from looprescue.detect.rules.stutter import StutterRule
-from looprescue.detect.segment import Segmenter
+from looprescue.detect.segment import LONG_UNIT, Segmenter
 
 # Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
 # text hits the same checkpoints in any chunking). 128 keeps detection delay well below the 600
@@ -48,7 +48,7 @@ class ChannelDetector:
         self._win = TextWindow(keep)
         self._periodic = PeriodicRule(channel, cfg, fence_guard=structural)
         self._pool = PoolRule(channel, cfg)
-        self._stutter = StutterRule(channel, cfg)
+        self._stutter = StutterRule(channel, cfg, LONG_UNIT)
         self._lines = LinesRule(channel, cfg)
         self._echo = EchoRule(channel, cfg)
         self._rows = TableRowsRule(channel)
@@ -58,24 +58,19 @@ class ChannelDetector:
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
-            self._on_sentence,
+            self._pool.on_sentence,
             self._lines.on_line,
             self._paragraph.on_line_start if self._paragraph else None,
             # a sentence with this many chars cannot normalise to a phrase (edges are short)
             long_sentence=4 * cfg.poolMaxPhraseChars + 64,
             table=self._rows,
             code=self._imports,
+            on_clauses=self._stutter.on_sentence,
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
         self.hit: Hit | None = None
         self._reported = False
-
-    def _on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
-        # the pool counts every sentence; a stutter is found inside one
-        return self._stutter.on_sentence(sentence, start, end) or self._pool.on_sentence(
-            sentence, start, end
-        )
 
     @property
     def consumed(self) -> int:
@@ -172,6 +167,7 @@ class ChannelDetector:
             self._periodic.safe_offset(win),
             self._echo.safe_offset(win),
             self._pool.safe_offset(win, segmenter.sentence_from, end),
+            self._stutter.safe_offset(win, segmenter.sentence_from, end),
             self._lines.safe_offset(win, segmenter.line_from, end),
             self._rows.safe_offset(win, segmenter.line_from, end),
             self._imports.safe_offset(win, segmenter.line_from, end, segmenter.in_fence),

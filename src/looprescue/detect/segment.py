@@ -58,6 +58,7 @@ class Segmenter:
         long_sentence: int = LONG_UNIT,
         table: TableSink | None = None,
         code: CodeSink | None = None,
+        on_clauses: SentenceSink | None = None,
     ) -> None:
         # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
         self._structural = structural_text
@@ -67,6 +68,9 @@ class Segmenter:
         self._table = table
         self._code = code  # gets the lines inside ``` fences
         self._long_sentence = min(long_sentence, LONG_UNIT)
+        # gets every sentence's text up to LONG_UNIT, before on_sentence (a rule that looks
+        # inside a sentence, whatever its length as a phrase)
+        self._on_clauses = on_clauses
         self.sentence_from = 0  # offset after the last sentence boundary
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
@@ -114,18 +118,30 @@ class Segmenter:
         if end - begin > self._long_sentence:
             # Far longer than any phrase: judged by its length alone (most sentences are).
             if self._counts_in_context(win, end):
-                hit = self._on_sentence(LONG_SENTENCE, begin, end)
+                if self._on_clauses is not None and end - begin <= LONG_UNIT:
+                    hit = self._clauses(win, begin, end)
+                hit = hit or self._on_sentence(LONG_SENTENCE, begin, end)
         elif end - begin > 1 or not newline:  # a lone newline after a full stop is no sentence
             base = win.base
             raw_sentence = win.raw[begin - base : end - base]
             text = raw_sentence.strip()
             if text and has_alnum(text) and self._counts_in_context(win, end):
                 start = begin + len(raw_sentence) - len(raw_sentence.lstrip())
-                hit = self._on_sentence(text, start, end)
+                if self._on_clauses is not None:
+                    hit = self._on_clauses(text, start, end)
+                hit = hit or self._on_sentence(text, start, end)
         if newline:
             line_hit = self._end_line(win, end)
             hit = hit or line_hit
         return hit
+
+    def _clauses(self, win: TextWindow, begin: int, end: int) -> Hit | None:
+        assert self._on_clauses is not None
+        raw_sentence = win.slice(begin, end)
+        text = raw_sentence.strip()
+        if not text:
+            return None
+        return self._on_clauses(text, begin + len(raw_sentence) - len(raw_sentence.lstrip()), end)
 
     def _counts_in_context(self, win: TextWindow, end: int) -> bool:
         if not self._structural:

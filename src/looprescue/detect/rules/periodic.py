@@ -666,7 +666,16 @@ class PeriodicRule:
             else:
                 bad = mid
         self._suffix = good
-        if good < bound and previous_lag and previous >= max(BROKEN_RUN_MIN, 2 * previous_lag):
+        broken_min = max(BROKEN_RUN_MIN, 2 * previous_lag)
+        reached = previous
+        if good < bound and previous_lag and previous + end - previous_end >= broken_min:
+            # the run at the old lag went on into the new chars as far as they still match it
+            # (a delta can end a copy and break the run at once)
+            p, q = previous_end - win.fbase, e
+            if p - previous_lag >= 0 and p < q:
+                new, old = folded[p:q], folded[p - previous_lag : q - previous_lag]
+                reached += len(new) if new == old else _first_mismatch(new, old)
+        if good < bound and previous_lag and reached >= broken_min:
             # a run of two copies or more stopped recurring: the next checkpoint judges it
             start = win.raw_of(previous_end - previous)
             if self._broken_from is None or start < self._broken_from:

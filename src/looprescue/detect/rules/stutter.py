@@ -17,6 +17,11 @@ least ``CLAUSE_LETTERS`` letters and two words or more, or is in a script writte
 spaces (``shape.is_clause_of_words``): a run of one word (``very, very, very``) is emphasis.
 
 Prune point: after the first copy (a periodic loop keeps one copy), at the second's start.
+
+Watermark: the sentence being written is followed clause by clause as it arrives; from a
+clause's second copy on, the text is held while the clause being written could be one more
+copy, and once a run has its copies, until the sentence ends and is judged. Sentences up to
+the segmenter's ``LONG_UNIT`` are judged (not only those short enough to be a phrase).
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ import math
 import re
 
 from looprescue.config import DetectorConfig
+from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.shape import CLAUSE_MARKS, NO_SPACES_SCRIPT, is_clause_of_words
 from looprescue.detect.text import LONG_SENTENCE, excerpt
 
-# One clause: text up to and including a clause mark and the space after it, or the rest.
+# One clause: text up to and including a clause mark and the space after it, or the rest
+# (in a sentence still being written a clause ends at its mark: the space may be on its way).
 _CLAUSE = re.compile(r"[^，,、；;]*(?:[，,、；;]\s*|$)")
+_CLAUSE_MARK = re.compile(r"[，,、；;]")
 _SENTENCE_MARKS = "。！？.!?…\n \t"
 
 
@@ -42,40 +50,109 @@ def _ends_with(longer: str, body: str) -> bool:
     return before.isspace() or NO_SPACES_SCRIPT.match(body) is not None
 
 
+class _Runs:
+    """Clauses of one sentence taken one by one: the current run of copies, and the earliest
+    run that reached ``need`` copies. Whether a clause counts (``is_clause_of_words``) is only
+    asked once it is said again: most clauses never are."""
+
+    def __init__(self, need: int) -> None:
+        self.need = need
+        self.last, self.last_at = "", 0  # the clause before, and where it starts
+        self.run = self.first = self.second = 0  # copies in the run, where the first two start
+        self._counts: bool | None = None  # whether ``last`` counts (None: not asked yet)
+        self.found: tuple[int, int, int, str] | None = None  # (first, second, copies, clause)
+
+    def _last_counts(self) -> bool:
+        if self._counts is None:
+            self._counts = is_clause_of_words(self.last)
+        return self._counts
+
+    def add(self, body: str, at: int) -> None:
+        if body == self.last and self.run and self._last_counts():
+            self.run += 1
+        elif self.run == 1 and _ends_with(self.last, body):
+            # the first copy is the end of a longer clause: "In this table we can…, we can…"
+            # (a clause that does not count cannot end with one that does)
+            self.run, self.first, self._counts = 2, self.last_at + len(self.last) - len(body), True
+        else:
+            self.last, self.last_at, self.run, self.first, self._counts = body, at, 1, at, None
+            return
+        if self.run == 2:
+            self.second = at
+        self.last, self.last_at = body, at
+        if self.run >= self.need and self.found is None:
+            self.found = (self.first, self.second, self.run, body)
+
+    def hold_from(self, partial: str, at: int) -> int | None:
+        """Where a cut could still fall, with ``partial`` (at ``at``) the clause being written
+        and no run confirmed yet: at a run's second copy while the run may go on, or at the
+        clause being written while it may be a second copy (of any clause: counting is left to
+        the judgement, a hold only costs a few chars of lag)."""
+        body = _body(partial)
+        if self.run >= 2:
+            return self.second if self.last.startswith(body) else None
+        return at if self.run and body in self.last else None
+
+
+def _body(piece: str) -> str:
+    return piece.rstrip(CLAUSE_MARKS + _SENTENCE_MARKS).lstrip()
+
+
 class StutterRule:
-    def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+    def __init__(self, channel: Channel, cfg: DetectorConfig, long_sentence: int) -> None:
         self._channel = channel
         self._need = max(2, math.ceil(cfg.cycleClauseRepeats))
+        self._long = long_sentence  # longer sentences are not judged (the segmenter's limit)
+        # the watermark's view of the sentence being written: its start, the clauses taken
+        # from it so far and where the next one starts
+        self._open_from = -1
+        self._open = _Runs(self._need)
+        self._open_next = 0  # where the clause being written starts
+        self._open_scanned = 0  # chars searched for clause marks up to here
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
         if sentence is LONG_SENTENCE or not any(m in sentence for m in CLAUSE_MARKS):
             return None
-        last, last_at = "", 0  # the clause before, and where it starts
-        run = first = second = 0  # copies in the current run, where the first two start
+        runs = _Runs(self._need)
         pos = start
         for match in _CLAUSE.finditer(sentence):
             piece = match.group()
             if not piece:
                 break
-            body = piece.rstrip(CLAUSE_MARKS + _SENTENCE_MARKS).lstrip()
-            at = pos + len(piece) - len(piece.lstrip())
+            runs.add(_body(piece), pos + len(piece) - len(piece.lstrip()))
             pos += len(piece)
-            if run and body == last:
-                run += 1
-            elif _ends_with(last, body):
-                # the first copy is the end of a longer clause: "In this table we can…, we can…"
-                run, first, second = 2, last_at + len(last) - len(body), at
-            else:
-                last, last_at = body, at
-                run, first = (1, at) if is_clause_of_words(body) else (0, at)
-                continue
-            second = at if run == 2 else second
-            last, last_at = body, at
-            if run >= self._need:
-                return self._hit(first, second, end, run, body)
+            if runs.found is not None:
+                return self._hit(*runs.found, end)
         return None
 
-    def _hit(self, loop_start: int, prune: int, end: int, copies: int, clause: str) -> Hit:
+    def safe_offset(self, win: TextWindow, sentence_from: int, end: int) -> int:
+        """Hold a stutter back while its sentence is being written: it is judged when the
+        sentence ends, and cut at its second copy. Each char is searched for a clause mark
+        once, and each clause read once."""
+        if sentence_from != self._open_from:
+            self._open_from = self._open_next = self._open_scanned = sentence_from
+            self._open = _Runs(self._need)
+        if end - sentence_from > self._long:
+            return end
+        runs, raw, base = self._open, win.raw, win.base
+        if self._open_scanned < end:
+            search, at = _CLAUSE_MARK.search, self._open_scanned - base
+            while (mark := search(raw, at, end - base)) is not None:
+                at = mark.end()
+                piece = raw[self._open_next - base : at]
+                runs.add(_body(piece), self._open_next + len(piece) - len(piece.lstrip()))
+                self._open_next = at + base
+            self._open_scanned = end
+        if runs.found is not None:
+            return runs.found[1]
+        start = self._open_next
+        if not runs.run or end - start > len(runs.last) + 8:
+            return end  # (longer than the clause plus a mark and spaces: no copy of it)
+        partial = raw[start - base : end - base]
+        held = runs.hold_from(partial, start + len(partial) - len(partial.lstrip()))
+        return end if held is None else held
+
+    def _hit(self, loop_start: int, prune: int, copies: int, clause: str, end: int) -> Hit:
         return Hit(
             rule="stutter",
             channel=self._channel,
