@@ -111,7 +111,11 @@ class StutterRule:
         self._open_scanned = 0  # chars searched for clause marks up to here
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
-        if sentence is LONG_SENTENCE or not any(m in sentence for m in CLAUSE_MARKS):
+        if sentence is LONG_SENTENCE:
+            return None
+        # three copies of a clause need two clause marks (most sentences have fewer)
+        mark = _CLAUSE_MARK.search(sentence)
+        if mark is None or (self._need > 2 and _CLAUSE_MARK.search(sentence, mark.end()) is None):
             return None
         runs = _Runs(self._need)
         pos = start
