@@ -206,3 +206,10 @@ def test_only_a_run_of_words_with_three_copies_right_before_the_loop_is_taken():
     ):
         hit = _only_hit(before + "；" * 100)
         assert hit.loop_start == len(before), before
+
+
+def test_a_run_cut_short_by_the_loop_is_taken_from_where_it_began():
+    # the ninth copy lost its last char to the loop: the run still starts at the first copy
+    lead, phrase = "光合作用是一种", "编程语言的"
+    hit = _only_hit(lead + phrase * 8 + phrase[:-1] + "；" * 100)
+    assert (hit.loop_start, hit.prune_offset) == (len(lead), len(lead + phrase))

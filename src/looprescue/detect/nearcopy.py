@@ -229,6 +229,8 @@ def _extend_over_run_before(
         at = len(before) - RUN_BEFORE_COPIES * unit
         while at >= unit and before[at - unit : at] == copy:
             at -= unit
+        while at > 0 and before[at - 1] == before[at - 1 + unit]:
+            at -= 1  # the run may begin inside a copy (its last copy is cut short by the loop)
         onset = start - (len(before) - at)
         return _moved_back(hit, onset, min(onset + unit, hit.prune_offset))
     return hit
