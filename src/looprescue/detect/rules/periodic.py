@@ -161,6 +161,19 @@ def _run_length(text: str, end: int, lag: int, known: int, floor: int) -> int:
     return lo
 
 
+def _tail_match(text: str, end: int, lag: int, known: int, most: int) -> int:
+    """Longest L <= ``most`` (>= ``known``, which match) with text[end-L:end] equal to the text
+    ``lag`` chars earlier: a few chars one by one (a chance match ends within them), then a
+    galloping search."""
+    k = known
+    stop = min(most, known + 16)
+    while k < stop:
+        if text[end - k - 1] != text[end - k - 1 - lag]:
+            return k
+        k += 1
+    return k if k >= most else _run_length(text, end, lag, k, end - lag - most)
+
+
 def _match_end(text: str, at: int, lag: int, limit: int) -> int:
     """Where the match of ``text[at:]`` with the text ``lag`` chars earlier stops (at most
     ``limit``); ``text[at:at + INNER_PROBE]`` is known to match (galloping, then halving)."""
@@ -597,9 +610,9 @@ class PeriodicRule:
         at once (less lag; a consumer then cuts at what it released, and counts the leak).
 
         The suffix can grow by at most the chars received since the last call, which bounds the
-        search. Lengths are tried from short to long, doubling: a short suffix that recurs is
-        found close by, and only a length that does not recur costs a search of the whole
-        period range, so a call usually pays for one such search."""
+        search. Lengths are tried from short to long: a short suffix that recurs is found close
+        by and followed back as far as it matches there, and the next try is one char longer,
+        so a call pays for one search of the whole period range (the last try, which fails)."""
         held = self._suffix_offset(win)
         if self._broken_from is not None:
             if self._last >= self._broken_until:
@@ -633,38 +646,25 @@ class PeriodicRule:
             return win.raw_of(end - bound)
 
         data, max_period = win.fbytes, cfg.cycleMaxPeriod
-
-        def recurs(length: int) -> bool:
-            # the suffix occurs again ending 1…max_period chars before the end
-            needle = data[e - length : e]
-            stop = e - 1
-            while True:
-                found = data.rfind(needle, max(0, e - length - max_period), stop)
-                if found < 0:
-                    return False
-                if needle.isascii() or folded.startswith(folded[e - length : e], found):
-                    self._suffix_lag = e - length - found
-                    return True
-                stop = found + length - 1  # a hash collision of the byte view: look further
-
         self._suffix_lag = 0
         good = hold_min - 1  # shorter suffixes are released whether they recur or not
-        step = 1
-        while good < bound:
-            trial = min(good + step, bound)
-            if not recurs(trial):
-                bad = trial
+        length = max(hold_min, 1)
+        while length <= bound:
+            needle = data[e - length : e]
+            stop = e - 1
+            while True:  # the nearest recurrence ending 1…max_period chars before the end
+                found = data.rfind(needle, max(0, e - length - max_period), stop)
+                if found < 0 or needle.isascii():
+                    break
+                if folded.startswith(folded[e - length : e], found):
+                    break
+                stop = found + length - 1  # a hash collision of the byte view: look further
+            if found < 0:
                 break
-            good = trial
-            step *= 2
-        else:
-            bad = bound + 1
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            if recurs(mid):
-                good = mid
-            else:
-                bad = mid
+            lag = e - length - found
+            good = _tail_match(folded, e, lag, length, min(bound, e - lag))
+            self._suffix_lag = lag
+            length = good + 1
         self._suffix = good
         broken_min = max(BROKEN_RUN_MIN, 2 * previous_lag)
         reached = previous
