@@ -189,6 +189,9 @@ class PoolRule:
         if len(tail) > 4 * self._max_chars + 64:
             self._free_tail = tail_start
             return end
+        if len(tail.strip().casefold()) <= HOLD_CHARS:
+            # its phrase is no longer than this (normalising only drops and folds chars)
+            return tail_start + (len(tail) - len(tail.lstrip()))
         head = normalize_phrase(tail)
         if len(head) <= HOLD_CHARS or self._prefix_of_a_phrase(head):
             return tail_start + (len(tail) - len(tail.lstrip()))
