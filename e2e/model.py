@@ -113,6 +113,23 @@ class Server:
             "chat_template": "the GGUF's own (tokenizer.chat_template)",
         }
 
+    def forget_last_prompt(self) -> None:
+        """Make the next request start as the first one would.
+
+        The server keeps the evaluation of the last prompt and reuses its longest common
+        prefix with the next one. When the next prompt is that whole prompt again, only its
+        last token is evaluated anew, and greedy decoding can take another path: SmolLM2 asked
+        ``什么是光合作用？`` twice in a row gives two different answers, the same answer when
+        another prompt came in between. A one-token request with another prompt leaves only
+        the chat template's opening to reuse."""
+        body = {
+            "model": MODEL_ALIAS,
+            "messages": [{"role": "user", "content": "ok"}],
+            "max_tokens": 1,
+            "temperature": 0,
+        }
+        httpx.post(f"{self.base_url}/chat/completions", json=body, timeout=300).raise_for_status()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                         messages = with_current_correction(messages)
                     budget = continuation_budget(record, args.max_tokens)
                     body = request_body(messages, budget, seed, args.settings)
+                    server.forget_last_prompt()  # every request starts as the first would
                     reply = httpx.post(
                         f"{server.base_url}/chat/completions", json=body, timeout=900
                     )

@@ -37,7 +37,15 @@ import httpx
 import openai
 import yaml
 
-from e2e.model import MODEL_ALIAS, die_with_parent, free_port, install, serve, stop_on_sigterm
+from e2e.model import (
+    MODEL_ALIAS,
+    Server,
+    die_with_parent,
+    free_port,
+    install,
+    serve,
+    stop_on_sigterm,
+)
 from e2e.onsets import counter_runs, maximal_runs
 from e2e.prompts import BASE_SAMPLING, ROOT, SEED, load_prompts
 from e2e.tap import Exchange, Tap
@@ -327,7 +335,10 @@ HEADER = (
 )
 
 
-def run_direct(client: openai.OpenAI, tap: Tap, item: Looping, max_tokens: int) -> Direct:
+def run_direct(
+    client: openai.OpenAI, server: Server, tap: Tap, item: Looping, max_tokens: int
+) -> Direct:
+    server.forget_last_prompt()  # (a direct answer and its proxied run start alike)
     mark = tap.mark()
     text, finish = stream(client, item.prompt, max_tokens, uuid.uuid4().hex)
     tokens = sum(e.tokens for e in tap.since(mark))
@@ -336,8 +347,15 @@ def run_direct(client: openai.OpenAI, tap: Tap, item: Looping, max_tokens: int) 
 
 
 def run_proxied(
-    client: openai.OpenAI, tap: Tap, proxy: Proxy, item: Looping, direct: Direct, max_tokens: int
+    client: openai.OpenAI,
+    server: Server,
+    tap: Tap,
+    proxy: Proxy,
+    item: Looping,
+    direct: Direct,
+    max_tokens: int,
 ) -> tuple[Result, str, list[Exchange], list[dict]]:
+    server.forget_last_prompt()
     mark = tap.mark()
     seen = len(proxy.audit_records())
     text, finish = stream(client, item.prompt, max_tokens, uuid.uuid4().hex)
@@ -411,14 +429,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"proxy: looprescue proxy --audit-log {audit} {overrides}")
     print(f"budget: {args.max_tokens} tokens, temperature 0, seed {SEED}, {BASE_SAMPLING}")
     results: list[Result] = []
-    cached = 0
+    cached = same_start = 0
     cache = DirectCache(args.out / "direct-cache.jsonl", server.describe()["model_sha256"])
     try:
         print(HEADER)
         for item in looping_prompts(only):
             direct = None if args.fresh_direct else cache.get(item, args.max_tokens)
             if direct is None:
-                direct = run_direct(direct_client, tap, item, args.max_tokens)
+                direct = run_direct(direct_client, server, tap, item, args.max_tokens)
                 cache.put(item, args.max_tokens, direct)
             else:
                 cached += 1
@@ -426,9 +444,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{item.id:28} skipped: the direct run ends before its labelled loop")
                 continue
             result, text, upstream, audit_records = run_proxied(
-                proxy_client, tap, proxy, item, direct, args.max_tokens
+                proxy_client, server, tap, proxy, item, direct, args.max_tokens
             )
             results.append(result)
+            # the loop is measured on the direct answer: the proxied stream must be that answer
+            first = "".join(upstream[0].text) if upstream else ""
+            same_start += direct.text.startswith(first)
             print(row(result), flush=True)
             with (args.out / f"client-{stamp}.jsonl").open("a", encoding="utf-8") as handle:
                 record = {
@@ -464,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(r.echo > 0 for r in results)}; "
         f"tokens {tokens_proxy} through the proxy vs {tokens_direct} direct"
     )
+    print(f"first attempts that stream the direct answer: {same_start}/{len(results)}")
     return 0 if results and passed == len(results) else 1
 
 
