@@ -9,7 +9,7 @@ import pytest
 from tests.detect_helpers import stream
 
 from looprescue.config import DetectorConfig
-from looprescue.detect import scan_text
+from looprescue.detect import StreamDetector, scan_text
 
 PREAMBLE = (
     "The failing test builds the session header before the lock is taken, so a second "
@@ -137,3 +137,27 @@ def test_the_real_974_char_visible_text_loop_is_a_cycle_on_its_own():
     hits = scan_text(record.text, "text", config)
     assert hits and hits[0].rule == "cycle" and hits[0].period == 974
     assert hits[0].repeats >= 3
+
+
+def test_a_run_of_one_digit_is_held_from_its_first_digit():
+    # SmolLM2: "1. 第一种：序号：" then 958 ones. Folding makes eight digits one char, so the
+    # suffix search saw the run only past its eighth digit and the first nine were let out
+    # before the cut, which keeps none of them.
+    lead = "1. 第一种：序号："
+    text = lead + "1" * 300 + "2" * 3
+    for step in (1, 2, 3, 5):
+        detector, released, hit = StreamDetector(), 0, None
+        for pos in range(0, len(text), step):
+            hit = detector.feed("text", text[pos : pos + step])
+            if hit is not None:
+                break
+            released = detector.safe_offset("text")
+        assert hit is not None and hit.prune_offset == len(lead)
+        assert released <= hit.prune_offset, step
+
+
+def test_digits_of_healthy_numbers_are_let_out_when_the_number_ends():
+    detector = StreamDetector()
+    for piece in ("In 2024 we shipped 1", "1 releases and 300", "0 fixes. "):
+        detector.feed("text", piece)
+    assert detector.safe_offset("text") >= len("In 2024 we shipped 11 releases and 3000 fixes.")

@@ -250,6 +250,9 @@ class PeriodicRule:
         self._suffix = 0
         self._suffix_end = 0
         self._suffix_lag = 0  # a lag at which that suffix recurs (0: none known)
+        # the run of one char the raw text ends with: the char, where it begins, and how far
+        # the text was read for it
+        self._digit, self._digit_from, self._digits_scanned = "", 0, 0
 
     # -- checkpoint ---------------------------------------------------------------------------
     def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
@@ -613,13 +616,30 @@ class PeriodicRule:
         search. Lengths are tried from short to long: a short suffix that recurs is found close
         by and followed back as far as it matches there, and the next try is one char longer,
         so a call pays for one search of the whole period range (the last try, which fails)."""
-        held = self._suffix_offset(win)
+        held = min(self._suffix_offset(win), self._digit_run_offset(win))
         if self._broken_from is not None:
             if self._last >= self._broken_until:
                 self._broken_from = None  # judged by now: it was no loop
             else:
                 return min(held, self._broken_from)
         return held
+
+    def _digit_run_offset(self, win: TextWindow) -> int:
+        """Where the run of one repeated digit the text ends with begins (``序号：1111…``).
+        Folding turns a number into one char, so the suffix search sees such a run only once
+        it is longer than a number; the cut of its loop falls at its first digit."""
+        end = win.synced
+        if end > self._digits_scanned:
+            start = max(self._digits_scanned, win.base)
+            new = win.raw[start - win.base : end - win.base]
+            last = new[-1]
+            rest = new.rstrip(last)
+            if rest or last != self._digit or start > self._digits_scanned:
+                self._digit_from = start + len(rest)
+            self._digit, self._digits_scanned = last, end
+        if self._digit in _DIGITS:
+            return self._digit_from + self._cfg.holdMinRecurrence - 1
+        return end
 
     def _suffix_offset(self, win: TextWindow) -> int:
         cfg = self._cfg
@@ -710,6 +730,7 @@ def _long_statement(unit: str, content: Content) -> bool:
 
 
 _A_DIGIT = re.compile(r"[0-9]")
+_DIGITS = frozenset("0123456789")
 
 
 def _same_item_renumbered(unit: str) -> bool:
