@@ -16,7 +16,7 @@ from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.rules.rows import TableRowsRule
 from looprescue.detect.rules.stutter import StutterRule
-from looprescue.detect.segment import LONG_UNIT, Segmenter
+from looprescue.detect.segment import Segmenter
 
 # Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
 # text hits the same checkpoints in any chunking). 128 keeps detection delay well below the 600
@@ -48,7 +48,7 @@ class ChannelDetector:
         self._win = TextWindow(keep)
         self._periodic = PeriodicRule(channel, cfg, fence_guard=structural)
         self._pool = PoolRule(channel, cfg)
-        self._stutter = StutterRule(channel, cfg, LONG_UNIT)
+        self._stutter = StutterRule(channel, cfg)
         self._lines = LinesRule(channel, cfg)
         self._echo = EchoRule(channel, cfg)
         self._rows = TableRowsRule(channel)

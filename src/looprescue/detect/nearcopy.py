@@ -37,6 +37,7 @@ from itertools import islice
 
 from looprescue.detect.buffer import TextWindow, fold
 from looprescue.detect.hits import Hit
+from looprescue.detect.shape import Content, content_of
 
 # Segments of the loop compared against (the first ones after its onset), and segments walked
 # back at most: a loop's lead-in of near-copies is a handful of lines or sentences, and both
@@ -53,7 +54,6 @@ DENSE_COVERAGE = 0.6
 # back it is looked for (a run of a short unit: a few dozen chars).
 RUN_BEFORE_COPIES = 3
 RUN_BEFORE_CHARS = 512
-_WORDS = re.compile(r"[^\W\d_]")
 # Text before the onset split at first; most walks stop in it.
 NEAR_ONSET_CHARS = 512
 # Rules that find a loop by its exact period: their onset is where the exact repetition
@@ -222,7 +222,7 @@ def _extend_over_run_before(
             break
         copy = before[-unit:]
         if (
-            not _WORDS.search(copy)
+            content_of(copy) is not Content.WORDS
             or before[-RUN_BEFORE_COPIES * unit :] != copy * RUN_BEFORE_COPIES
         ):
             continue

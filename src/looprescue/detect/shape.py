@@ -66,7 +66,7 @@ def is_letter(ch: str) -> bool:
 # or a short cry said again (``very, very, very``, ``加油，加油``) is emphasis, not a stutter.
 CLAUSE_LETTERS = 6
 CLAUSE_MARKS = "，,、；;"
-_CLAUSE_MARK = re.compile(r"[，,、；;]")
+CLAUSE_MARK = re.compile(f"[{CLAUSE_MARKS}]")
 NO_SPACES_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
@@ -78,7 +78,7 @@ def is_clause_of_words(body: str) -> bool:
 
 def is_one_clause(unit: str) -> bool:
     """One clause of words with its mark: the unit of a stutter (any rotation of it)."""
-    return len(_CLAUSE_MARK.findall(unit)) == 1 and units_in(unit) == 0 and is_clause_of_words(unit)
+    return len(CLAUSE_MARK.findall(unit)) == 1 and units_in(unit) == 0 and is_clause_of_words(unit)
 
 
 def units_in(text: str) -> int:

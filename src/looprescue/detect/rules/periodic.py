@@ -53,6 +53,7 @@ from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rules.pool import HOLD_CHARS, pool_horizon
 from looprescue.detect.shape import (
+    CLAUSE_MARKS,
     Content,
     content_of,
     is_letter,
@@ -98,7 +99,7 @@ _SENTENCE_MARKS = ("。", "！", "？", ". ", "! ", "? ")
 _SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？\n]|[.!?](?=\s)|$)\s*")
 # Where a numbered item begins inside a line: "…，13. 从…", "… 4) Then…".
 _ITEM_START = re.compile(r"(?<![0-9])[0-9]{1,4}[.)、] ?(?=[^\s0-9])")
-_CLAUSE_END = re.compile(r"[，,、；;] *")
+_CLAUSE_END = re.compile(f"[{CLAUSE_MARKS}] *")
 _ENDS_SENTENCE = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
 # A counter template with at most this many letters is a chant of numbers, not an enumeration
 # anyone asked for (``t1t2t3``, ``1stu2stu``).
@@ -159,6 +160,14 @@ def _run_length(text: str, end: int, lag: int, known: int, floor: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _grown(text: str, at: int, end: int, lag: int) -> int:
+    """How many chars of ``text[at:end]`` go on matching the text ``lag`` chars earlier."""
+    if at - lag < 0 or at >= end:
+        return 0
+    new, old = text[at:end], text[at - lag : end - lag]
+    return len(new) if new == old else _first_mismatch(new, old)
 
 
 def _tail_match(text: str, end: int, lag: int, known: int, most: int) -> int:
@@ -252,7 +261,7 @@ class PeriodicRule:
         self._suffix_lag = 0  # a lag at which that suffix recurs (0: none known)
         # the run of one char the raw text ends with: the char, where it begins, and how far
         # the text was read for it
-        self._digit, self._digit_from, self._digits_scanned = "", 0, 0
+        self._run_char, self._run_from, self._run_scanned = "", 0, 0
 
     # -- checkpoint ---------------------------------------------------------------------------
     def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
@@ -629,16 +638,16 @@ class PeriodicRule:
         Folding turns a number into one char, so the suffix search sees such a run only once
         it is longer than a number; the cut of its loop falls at its first digit."""
         end = win.synced
-        if end > self._digits_scanned:
-            start = max(self._digits_scanned, win.base)
+        if end > self._run_scanned:
+            start = max(self._run_scanned, win.base)
             new = win.raw[start - win.base : end - win.base]
             last = new[-1]
             rest = new.rstrip(last)
-            if rest or last != self._digit or start > self._digits_scanned:
-                self._digit_from = start + len(rest)
-            self._digit, self._digits_scanned = last, end
-        if self._digit in _DIGITS:
-            return self._digit_from + self._cfg.holdMinRecurrence - 1
+            if rest or last != self._run_char or start > self._run_scanned:
+                self._run_from = start + len(rest)
+            self._run_char, self._run_scanned = last, end
+        if "0" <= self._run_char <= "9":
+            return self._run_from + self._cfg.holdMinRecurrence - 1
         return end
 
     def _suffix_offset(self, win: TextWindow) -> int:
@@ -687,15 +696,14 @@ class PeriodicRule:
             length = good + 1
         self._suffix = good
         broken_min = max(BROKEN_RUN_MIN, 2 * previous_lag)
-        reached = previous
-        if good < bound and previous_lag and previous + end - previous_end >= broken_min:
-            # the run at the old lag went on into the new chars as far as they still match it
-            # (a delta can end a copy and break the run at once)
-            p, q = previous_end - win.fbase, e
-            if p - previous_lag >= 0 and p < q:
-                new, old = folded[p:q], folded[p - previous_lag : q - previous_lag]
-                reached += len(new) if new == old else _first_mismatch(new, old)
-        if good < bound and previous_lag and reached >= broken_min:
+        if (
+            good < bound
+            and previous_lag
+            and previous + end - previous_end >= broken_min
+            # the run went on into the new chars as far as they still match at its lag (a
+            # delta can end a copy and break the run at once)
+            and previous + _grown(folded, previous_end - win.fbase, e, previous_lag) >= broken_min
+        ):
             # a run of two copies or more stopped recurring: the next checkpoint judges it
             start = win.raw_of(previous_end - previous)
             if self._broken_from is None or start < self._broken_from:
@@ -730,7 +738,6 @@ def _long_statement(unit: str, content: Content) -> bool:
 
 
 _A_DIGIT = re.compile(r"[0-9]")
-_DIGITS = frozenset("0123456789")
 
 
 def _same_item_renumbered(unit: str) -> bool:

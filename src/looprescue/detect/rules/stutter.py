@@ -32,13 +32,13 @@ import re
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.shape import CLAUSE_MARKS, NO_SPACES_SCRIPT, is_clause_of_words
+from looprescue.detect.segment import LONG_UNIT
+from looprescue.detect.shape import CLAUSE_MARK, CLAUSE_MARKS, NO_SPACES_SCRIPT, is_clause_of_words
 from looprescue.detect.text import LONG_SENTENCE, excerpt
 
 # One clause: text up to and including a clause mark and the space after it, or the rest
 # (in a sentence still being written a clause ends at its mark: the space may be on its way).
-_CLAUSE = re.compile(r"[^，,、；;]*(?:[，,、；;]\s*|$)")
-_CLAUSE_MARK = re.compile(r"[，,、；;]")
+_CLAUSE = re.compile(f"[^{CLAUSE_MARKS}]*(?:[{CLAUSE_MARKS}]\\s*|$)")
 _SENTENCE_MARKS = "。！？.!?…\n \t"
 
 
@@ -99,10 +99,9 @@ def _body(piece: str) -> str:
 
 
 class StutterRule:
-    def __init__(self, channel: Channel, cfg: DetectorConfig, long_sentence: int) -> None:
+    def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
         self._need = max(2, math.ceil(cfg.cycleClauseRepeats))
-        self._long = long_sentence  # longer sentences are not judged (the segmenter's limit)
         # the watermark's view of the sentence being written: its start, the clauses taken
         # from it so far and where the next one starts
         self._open_from = -1
@@ -114,8 +113,8 @@ class StutterRule:
         if sentence is LONG_SENTENCE:
             return None
         # three copies of a clause need two clause marks (most sentences have fewer)
-        mark = _CLAUSE_MARK.search(sentence)
-        if mark is None or (self._need > 2 and _CLAUSE_MARK.search(sentence, mark.end()) is None):
+        mark = CLAUSE_MARK.search(sentence)
+        if mark is None or (self._need > 2 and CLAUSE_MARK.search(sentence, mark.end()) is None):
             return None
         runs = _Runs(self._need)
         pos = start
@@ -136,11 +135,11 @@ class StutterRule:
         if sentence_from != self._open_from:
             self._open_from = self._open_next = self._open_scanned = sentence_from
             self._open = _Runs(self._need)
-        if end - sentence_from > self._long:
-            return end
+        if end - sentence_from > LONG_UNIT:
+            return end  # (the segmenter judges no longer sentence by its text)
         runs, raw, base = self._open, win.raw, win.base
         if self._open_scanned < end:
-            search, at = _CLAUSE_MARK.search, self._open_scanned - base
+            search, at = CLAUSE_MARK.search, self._open_scanned - base
             while (mark := search(raw, at, end - base)) is not None:
                 at = mark.end()
                 piece = raw[self._open_next - base : at]
