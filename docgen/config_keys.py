@@ -52,7 +52,9 @@ MEANINGS = {
     "detector.cycleMinRepeats": "Copies a cycle needs at the least, whatever its unit.",
     "detector.cycleMinChars": "Chars of copies a cycle of any other unit (digits, lone marks)"
     " needs.",
-    "detector.cycleEarlyChars": "Chars of copies after which a unit with words is a loop.",
+    "detector.cycleEarlyChars": (
+        "Chars of copies after which a unit with words is a loop (a CJK char counts as two)."
+    ),
     "detector.cycleShortRepeats": "Copies a short unit needs.",
     "detector.cycleBlockRepeats": "Copies a block of sentences or lines needs.",
     "detector.cycleClauseRepeats": "Copies a clause of words (one comma, no sentence end) needs.",

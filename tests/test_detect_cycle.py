@@ -64,6 +64,23 @@ def test_copies_a_unit_with_words_needs(size, copies):
     assert copies * size <= hit.fired_at - len(PREAMBLE) < copies * size + 128 + 24
 
 
+@pytest.mark.parametrize(
+    ("sentence", "copies"),
+    # 26 and 34 CJK chars say what 52 and 68 English chars do: 6 and 5 copies, not 10 and 9
+    [
+        ("你可以在这里提供一个邮件，我可以在这里提供一个邮件。", 6),
+        ("递归函数是一种简单的递归函数，它可以返回一个函数，用于返回一个函数。", 5),
+    ],
+)
+def test_a_cjk_sentence_fills_the_early_chars_at_two_per_char(sentence, copies):
+    lead = "下面是我的回答。\n"
+    assert scan_text(lead + sentence * (copies - 1) + "\n\n谢谢。", "text") == []
+    hit = stream(lead + sentence * (copies + 10), "text")
+    assert hit is not None and hit.rule == "cycle" and hit.period == len(sentence)
+    assert hit.prune_offset == len(lead) + len(sentence)
+    assert copies * len(sentence) <= hit.fired_at - len(lead) < copies * len(sentence) + 128 + 24
+
+
 def test_period_above_the_configured_maximum_is_not_a_cycle_unless_raised():
     unit = _unit(4100)
     text = PREAMBLE + unit * 3

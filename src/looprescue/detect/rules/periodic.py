@@ -10,8 +10,9 @@ Why a repeated unit is a loop, and how many copies that takes (``copies_needed``
 * layout (rules, borders, table separators, whitespace) repeated is never a loop;
 * a unit with words repeated back to back is: a short one after ``cycleShortRepeats`` copies
   (10 copies of one phrase is what a person spots as "stuck"), a longer one once its copies fill
-  ``cycleEarlyChars``, a block of several sentences or lines after ``cycleBlockRepeats`` copies,
-  never fewer than ``cycleMinRepeats``; one letter after ``cycleCharRepeats``;
+  ``cycleEarlyChars`` (a CJK char counted as two, ``shape.text_width``), a block of several
+  sentences or lines after ``cycleBlockRepeats`` copies, never fewer than ``cycleMinRepeats``;
+  one letter after ``cycleCharRepeats``;
 * digits alone (a chant of digits) count as words do; numbers with punctuation (``1. 1. 1.``,
   ``0, 0, 0``) and marks (``#``, ``//``) need twice the copies, being data or emphasis more
   often; one char that is not a letter, twice ``cycleCharRepeats``;
@@ -63,6 +64,7 @@ from looprescue.detect.shape import (
     looks_like_code,
     numbered_item_body,
     numbers_of,
+    text_width,
     units_in,
 )
 from looprescue.detect.text import (
@@ -472,7 +474,8 @@ class PeriodicRule:
         if size == 1:
             return cfg.cycleCharRepeats * (1.0 if is_letter(unit) else 2.0)
         need = max(
-            cfg.cycleMinRepeats, min(cfg.cycleShortRepeats, math.ceil(cfg.cycleEarlyChars / size))
+            cfg.cycleMinRepeats,
+            min(cfg.cycleShortRepeats, math.ceil(cfg.cycleEarlyChars / text_width(unit))),
         )
         if units_in(unit) >= 2:
             need = min(need, max(cfg.cycleMinRepeats, cfg.cycleBlockRepeats))
