@@ -65,6 +65,9 @@ def check(raw_id: str, text: str, label: dict) -> None:
         if before != "\n" and not (before.isspace() and not at.isspace()):
             raise LabelError(f"{where}: onset {onset} is neither a line nor a word start")
     period = label.get("period")
+    first_copy = label.get("first_copy")
+    if first_copy is not None and (not isinstance(first_copy, int) or first_copy < 1):
+        raise LabelError(f"{where}: first_copy must be a positive number of chars")
     if kind == "pool":
         return
     if not isinstance(period, int) or period < 1:

@@ -11,13 +11,13 @@ through the proxy against the same prompt sent directly. Exit status 1 when any 
 does not come back complete (finish ``stop``), free of loop text and cheaper than directly.
 
 Columns: ``detected`` yes +N (chars consumed past the labelled onset when the proxy fired);
-``pruned`` chars cut; ``loop/leak`` chars of the direct run's labelled loop the client got,
-and of those the chars past the one copy the proxy keeps; ``c-loop`` chars of a run of three
-or more copies in the client's text (markers taken out: a continuation that loops again or
-restarts the answer); ``echo`` chars the model copied from the proxy's correction; ``res``
-resumes; ``finish``; ``done`` (finish stop, no rescue cap, no failed resume); ``tok p/d``
-tokens through the proxy (all upstream requests) and directly; then per upstream request its
-tokens and finish (s stop, l length, ? closed by the proxy's cut).
+``pruned`` chars cut; ``loop/leak`` chars of the direct run's labelled loop the client got, and
+of those the chars past the first copy of its unit (the one copy the proxy keeps); ``c-loop``
+chars of a run of three or more copies in the client's text (markers taken out: a continuation
+that loops again or restarts the answer); ``echo`` chars the model copied from the proxy's
+correction; ``res`` resumes; ``finish``; ``done`` (finish stop, no rescue cap, no failed
+resume); ``tok p/d`` tokens through the proxy (all upstream requests) and directly; then per
+upstream request its tokens and finish (s stop, l length, ? closed by the proxy's cut).
 """
 
 from __future__ import annotations
@@ -73,6 +73,9 @@ class Looping:
     onset: int
     period: int | None
     corpus_text: str
+    # chars from the onset the client may get: the first copy of the unit (its period), or the
+    # label's ``first_copy`` when copies are near-copies of another length
+    keep: int = 0
 
 
 @dataclass
@@ -133,6 +136,7 @@ def looping_prompts(only: set[str]) -> list[Looping]:
                 record["onset"],
                 label.get("period"),
                 record["text"],
+                label.get("first_copy", label.get("period") or 0),
             )
         )
     return found
@@ -284,8 +288,7 @@ def judge(
     # direct run past the onset (the direct run at temperature 0 is the corpus text's prefix).
     agree = common_prefix(text, direct.text)
     loop_to_client = max(0, agree - item.onset)
-    keep = item.period or 0
-    leaked = max(0, agree - (item.onset + keep))
+    leaked = max(0, agree - (item.onset + item.keep))
     answer = NOTE.sub("\n", text)
     client_loop = periodic_run_chars(answer, item.onset)
     echo = echoed_chars(answer, [correction(e.body) for e in exchanges[1:]])
