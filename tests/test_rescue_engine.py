@@ -481,6 +481,9 @@ def test_a_loop_that_spent_the_budget_ends_as_the_budget_would() -> None:
 def test_budget_estimate_errs_on_the_side_of_the_budget() -> None:
     assert estimate_tokens("") == 0 and estimate_tokens("abcde") == 2
     assert estimate_tokens("继续输出") == 8 and estimate_tokens("ab继续") == 5
+    # a digit is a token of its own in most open models' vocabularies (SmolLM2 spends 132
+    # tokens on "1. 第一种：序号：" and 120 ones; three ASCII chars a token would say 55)
+    assert estimate_tokens("1. 2. 3. ") == 3 + 2 and estimate_tokens("序号：1111") == 6 + 4
 
 
 def test_stall_streak_counts_reasoning_only_responses() -> None:

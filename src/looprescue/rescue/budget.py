@@ -14,21 +14,28 @@ from __future__ import annotations
 # with the budget's own finish reason instead.
 MIN_RESUME_TOKENS = 16
 
-# Tokenizers differ, and the estimate errs on the side of the client's budget: three ASCII
-# chars per token (English prose takes about four, code and numbered lists fewer), and two
-# tokens for any other char (a byte-level vocabulary without merges for CJK spends two or three
-# on one char; a multilingual one less than one).
+# Tokenizers differ, and the estimate errs on the side of the client's budget: one token per
+# digit (the tokenizers of most open models split numbers into digits; OpenAI's into groups of
+# three), three other ASCII chars per token (English prose takes about four, code and
+# numbered lists fewer), and two tokens for any other char (a byte-level vocabulary without
+# merges for CJK spends two or three on one char; a multilingual one less than one).
 _ASCII_CHARS_PER_TOKEN = 3
 _TOKENS_PER_OTHER_CHAR = 2
+_DIGITS = "0123456789"
 
 
 def estimate_tokens(text: str) -> int:
     """Output tokens that ``text`` took to generate, on the high side."""
+    digits = sum(map(text.count, _DIGITS))  # in C: a long loop is a long text
     if text.isascii():
-        return -(-len(text) // _ASCII_CHARS_PER_TOKEN)
-    ascii_chars = len(text.encode("ascii", "ignore"))  # in C: a long loop is a long text
+        return digits + -(-(len(text) - digits) // _ASCII_CHARS_PER_TOKEN)
+    ascii_chars = len(text.encode("ascii", "ignore"))
     other = len(text) - ascii_chars
-    return -(-ascii_chars // _ASCII_CHARS_PER_TOKEN) + _TOKENS_PER_OTHER_CHAR * other
+    return (
+        digits
+        + -(-(ascii_chars - digits) // _ASCII_CHARS_PER_TOKEN)
+        + _TOKENS_PER_OTHER_CHAR * other
+    )
 
 
 def tokens_left(budget: int | None, spent: int) -> int | None:
