@@ -25,6 +25,10 @@ from looprescue.detect.text import (
 _STRUCTURAL = frozenset(
     {LineKind.LIST_ITEM, LineKind.TABLE_ROW, LineKind.QUOTE, LineKind.FENCE, LineKind.SYMBOLS}
 )
+# Lines no line rule counts. (Members bound once: an Enum member lookup costs a descriptor
+# call on every line.)
+_NOT_COUNTED = frozenset({LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE})
+_PROSE, _TABLE_ROW, _FENCE = LineKind.PROSE, LineKind.TABLE_ROW, LineKind.FENCE
 
 SentenceSink = Callable[[str, int, int], Hit | None]
 LineSink = Callable[[str, int, int], Hit | None]
@@ -106,7 +110,7 @@ class Segmenter:
     def _line_kind_at(self, win: TextWindow, upto: int) -> LineKind:
         if self._line_kind is None:
             if upto - self.line_from > LONG_UNIT:
-                self._line_kind = LineKind.PROSE
+                self._line_kind = _PROSE
             else:
                 self._line_kind = classify_line(win.slice(self.line_from, upto).strip())
         return self._line_kind
@@ -152,20 +156,20 @@ class Segmenter:
         line_from = max(self.line_from, end - 1 - LONG_UNIT)
         raw_line = win.slice(line_from, end - 1)
         line = raw_line.strip()
-        kind = classify_line(line) if line_from == self.line_from else LineKind.PROSE
+        kind = classify_line(line) if line_from == self.line_from else _PROSE
         hit = None
-        counted = kind not in (LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE) and not (
+        counted = kind not in _NOT_COUNTED and not (
             self._structural and (self.in_fence or kind in _STRUCTURAL)
         )
         start = line_from + len(raw_line) - len(raw_line.lstrip())
         if counted:
             hit = self._on_line(line, start, end)
         if self._table is not None:
-            if kind is LineKind.TABLE_ROW and line.endswith("|") and not self.in_fence:
+            if kind is _TABLE_ROW and line.endswith("|") and not self.in_fence:
                 hit = self._table.on_row(line, start, end) or hit
             else:
                 self._table.end_table()
-        if kind is LineKind.FENCE:
+        if kind is _FENCE:
             if self._code is not None:
                 self._code.end_fence()
             self.in_fence = not self.in_fence
