@@ -1,9 +1,10 @@
 """Rules ``cycle`` and ``counter``: the tail of the stream is one unit repeated.
 
-Both are judged on the folded text (digit runs and whitespace runs collapsed, see
-``buffer.py``), where a counter loop (``Step 9: …``, ``Step 10: …``) and copies that differ only
-in line breaks are exactly periodic. ``cycle`` needs copies whose numbers are the same too;
-``counter`` is the rest, and fires only for shapes that are not a legitimate enumeration.
+Both are judged on the folded text (every number folded to one char, see ``buffer.py``), where
+a counter loop (``Step 9: …``, ``Step 10: …``) is exactly periodic. ``cycle`` needs copies
+whose numbers are the same too; ``counter`` is the rest, and fires only for shapes that are not
+a legitimate enumeration. Copies that differ in their whitespace or in a word are near-copies:
+once a run fires, ``nearcopy.py`` extends its cut back over them.
 
 Why a repeated unit is a loop, and how many copies that takes (``copies_needed``):
 
