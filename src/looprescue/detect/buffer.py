@@ -29,10 +29,11 @@ _ORDINAL_SECOND = frozenset("tdh")
 _ORDINAL = re.compile(r"(?<=[0-9])[snrt][tdh]?")
 
 
-def _fold_to_byte(err: UnicodeEncodeError) -> tuple[bytes, int]:
+def _fold_to_byte(err: UnicodeError) -> tuple[bytes, int]:
     # Chars beyond Latin-1 become one byte each (the low seven bits of the code point, with the
     # high bit set), so the byte view has exactly one byte per char; a collision only yields a
     # candidate that is then checked against the real text.
+    assert isinstance(err, UnicodeEncodeError)  # registered for encoding only
     chunk = err.object[err.start : err.end]
     return chunk.encode("utf-32-le")[::4].translate(_HIGH_HALF), err.end
 

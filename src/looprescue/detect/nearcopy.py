@@ -108,11 +108,6 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     # lines are then also compared sentence by sentence (tokenised when first needed).
     sentences: list[list[str]] = []
 
-    def loop_sentences() -> list[list[str]]:
-        if not sentences:
-            sentences.extend(t for s in in_loop for t in map(_tokens, _segments(_SENTENCE, s)) if t)
-        return sentences
-
     before = win.slice(floor, start)
     # The onset may be inside a line, after a sentence: the start of that line is then judged
     # by its sentences alone. Anywhere else inside a segment, nothing before it is a copy.
@@ -145,7 +140,7 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
             if not (by_lines and prose):
                 break
             # the line may hold the loop's sentences, or end in them
-            tail, exact_tail, first = _trailing_near(segment, loop_sentences())
+            tail, exact_tail, first = _trailing_near(segment, _loop_sentences(in_loop, sentences))
             if tail < len(segment):
                 onset, first_copy = offset + tail, first
                 copies_only = copies_only and exact_tail
@@ -279,6 +274,18 @@ def _tokens(segment: str) -> list[str]:
 
 def _near_any(tokens: list[str], loop: list[list[str]]) -> bool:
     return any(_near(tokens, t) for t in loop)
+
+
+def _loop_sentences(in_loop: list[str], found: list[list[str]]) -> list[list[str]]:
+    """The loop's segments as tokenised sentences, worked out on first use into ``found``. (A
+    helper, not a closure: compiled, a closure and its frame would hold each other.)"""
+    if not found:
+        for segment in in_loop:
+            for sentence in _segments(_SENTENCE, segment):
+                tokens = _tokens(sentence)
+                if tokens:
+                    found.append(tokens)
+    return found
 
 
 def _trailing_near(line: str, sentences: list[list[str]]) -> tuple[int, bool, int]:

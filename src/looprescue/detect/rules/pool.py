@@ -94,11 +94,12 @@ class PoolRule:
         if sentence is LONG_SENTENCE:
             phrase = ""
         else:
-            phrase = self._phrase_of.get(sentence)
-            if phrase is None:
+            known = self._phrase_of.get(sentence)
+            if known is None:
                 if len(self._phrase_of) >= PHRASES_REMEMBERED:
                     self._phrase_of.clear()
-                phrase = self._phrase_of[sentence] = normalize_phrase(sentence)
+                known = self._phrase_of[sentence] = normalize_phrase(sentence)
+            phrase = known
         if sentence is LONG_SENTENCE or len(phrase) > self._max_chars:
             key = None
             self._run.add(None, start, barrier=not self._seen_long(phrase))
