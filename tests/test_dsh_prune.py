@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tests.test_dsh_helpers import fixture_log
 
@@ -56,6 +56,16 @@ pieces = st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=12)
     pi_ai=st.booleans(),
     packed=st.booleans(),
 )
+# kept text that ends a line: the note follows it without a blank line
+@example(
+    reasoning=["0" * 31 + "\n", "0"],
+    text=["0"],
+    cut=32,
+    which=0,
+    marker=True,
+    pi_ai=False,
+    packed=False,
+)
 def test_cut_keeps_content_and_stream_in_agreement(
     reasoning, text, cut, which, marker, pi_ai, packed
 ):
@@ -80,7 +90,9 @@ def test_cut_keeps_content_and_stream_in_agreement(
         return
     kept = original[:cut]
     note = marker_text(len(original) - cut, made.channel, "en")
-    expected = kept + (("\n" if kept else "") + note if marker else "")
+    # the note goes on a line of its own (no blank line when the kept text ends one)
+    newline = "\n" if kept and not kept.endswith("\n") else ""
+    expected = kept + (newline + note if marker else "")
     assert content[which]["text"] == expected
     assert "replayState" not in new["data"]["message"]["source"]
     finish = next(c for _t, c in expand_stream(new["data"]["stream"]) if c["type"] == "finish")
