@@ -33,8 +33,8 @@ e2e: $(STAMP)
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks docgen
-	$(BIN)/ruff format --check src tests benchmarks docgen
+	$(BIN)/ruff check src tests benchmarks docgen e2e setup.py
+	$(BIN)/ruff format --check src tests benchmarks docgen e2e setup.py
 
 # the generated parts of README.md and docs/cli.md (tests/test_docs.py says when they are stale)
 docs: $(STAMP)
