@@ -75,7 +75,7 @@ class Looping:
     corpus_text: str
     # chars from the onset the client may get: the first copy of the unit (its period), or the
     # label's ``first_copy`` when copies are near-copies of another length
-    keep: int = 0
+    keep: int
 
 
 @dataclass

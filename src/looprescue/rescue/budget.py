@@ -26,10 +26,9 @@ _DIGITS = "0123456789"
 
 def estimate_tokens(text: str) -> int:
     """Output tokens that ``text`` took to generate, on the high side."""
-    digits = sum(map(text.count, _DIGITS))  # in C: a long loop is a long text
-    if text.isascii():
-        return digits + -(-(len(text) - digits) // _ASCII_CHARS_PER_TOKEN)
-    ascii_chars = len(text.encode("ascii", "ignore"))
+    # all in C: a long loop is a long text
+    digits = sum(map(text.count, _DIGITS))
+    ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
     other = len(text) - ascii_chars
     return (
         digits

@@ -687,9 +687,11 @@ class PeriodicRule:
             stop = e - 1
             while True:  # the nearest recurrence ending 1…max_period chars before the end
                 found = data.rfind(needle, max(0, e - length - max_period), stop)
-                if found < 0 or needle.isascii():
-                    break
-                if folded.startswith(folded[e - length : e], found):
+                if (
+                    found < 0
+                    or needle.isascii()
+                    or folded.startswith(folded[e - length : e], found)
+                ):
                     break
                 stop = found + length - 1  # a hash collision of the byte view: look further
             if found < 0:
