@@ -10,11 +10,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The detector is compiled in place with mypyc (setup.py), so a change to its source installs
-# the package again (about 40 s on 2 cores).
-DETECTOR := $(shell find src/looprescue/detect -name '*.py')
+# The detector, the rescue engine and the proxy's stream path are compiled in place with mypyc
+# (setup.py lists the modules), so a change to their source installs the package again (about
+# a minute on 2 cores).
+COMPILED := $(shell find src/looprescue/detect src/looprescue/rescue src/looprescue/proxy -name '*.py')
 
-$(STAMP): pyproject.toml setup.py $(DETECTOR) | $(BIN)/python
+$(STAMP): pyproject.toml setup.py $(COMPILED) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

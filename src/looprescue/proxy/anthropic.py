@@ -28,6 +28,7 @@ from ..rescue.events import (
     EmitMessageStart,
     EmitPing,
     EmitSignature,
+    EngineOutput,
     MessageEnded,
     MessageStarted,
     Ping,
@@ -242,12 +243,12 @@ class AnthropicDecoder:
             return [Ping()]
         if kind == "error":
             error = obj(data, "error", required=False)
-            message = error.get("message")
+            said = error.get("message")
             kind_of = error.get("type")
             return [
                 UpstreamFailed(
                     "in_band",
-                    message if isinstance(message, str) else "upstream error",
+                    said if isinstance(said, str) else "upstream error",
                     error_type=kind_of if isinstance(kind_of, str) else None,
                 )
             ]
@@ -326,7 +327,7 @@ class AnthropicEncoder:
         if isinstance(item, EmitPing):
             return _frame({"type": "ping"})
         if isinstance(item, EmitFinish):
-            delta = {
+            message_delta = {
                 "type": "message_delta",
                 "delta": {
                     "stop_reason": finish_word(
@@ -336,7 +337,7 @@ class AnthropicEncoder:
                 },
                 "usage": usage_to(item.usage),
             }
-            return _frame(delta) + _frame({"type": "message_stop"})
+            return _frame(message_delta) + _frame({"type": "message_stop"})
         if isinstance(item, EmitError):
             return _frame(error_body(item))
         raise TypeError(f"not a client item: {item!r}")
@@ -410,7 +411,7 @@ class AnthropicCollector:
         self._args: dict[int, list[str]] = {}
         self.error: EmitError | None = None
 
-    def add(self, item: ClientItem) -> None:
+    def add(self, item: EngineOutput) -> None:
         if isinstance(item, EmitMessageStart):
             self.message = envelope(item)
         elif isinstance(item, EmitBlockStart):

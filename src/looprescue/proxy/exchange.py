@@ -211,21 +211,26 @@ class Exchange:
         feed = self.engine.feed
         decode = self._decoder.decode
         run: list[str] = []  # text of consecutive deltas of one block, not fed yet
-        first: Any = None  # the first of them
+        first: ReasoningDelta | TextDelta | None = None  # the first of them
         for sse in frames:
             for event in decode(sse):
-                kind = type(event)
-                if first is not None and (kind is not type(first) or event.index != first.index):
+                if isinstance(event, _CHANNEL_DELTAS):
+                    if first is None:
+                        first = event
+                    elif type(event) is not type(first) or event.index != first.index:
+                        self._route(feed(_joined(first, run)), step)
+                        if not self._accepting:
+                            return
+                        first, run = event, []
+                    run.append(event.text)
+                    continue
+                if first is not None:
                     self._route(feed(_joined(first, run)), step)
                     first, run = None, []
                     if not self._accepting:
                         return
-                if kind in _CHANNEL_DELTAS:
-                    first = first or event
-                    run.append(event.text)
-                    continue
                 self._route(feed(event), step)
-                if kind is UpstreamFailed and event.kind == "in_band":
+                if isinstance(event, UpstreamFailed) and event.kind == "in_band":
                     step.client = b""  # the upstream's own error frame went to the client
                 if not self._accepting:
                     return

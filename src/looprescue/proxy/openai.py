@@ -27,6 +27,7 @@ from ..rescue.events import (
     EmitMessageStart,
     EmitPing,
     EmitSignature,
+    EngineOutput,
     MessageEnded,
     MessageStarted,
     ReasoningDelta,
@@ -322,7 +323,9 @@ class OpenAIDecoder:
         choices = items(data, "choices")
         if not self._started:
             self._started = True
-            meta = {k: data[k] for k in ("created", "system_fingerprint") if k in data}
+            meta: dict[str, Any] = {
+                k: data[k] for k in ("created", "system_fingerprint") if k in data
+            }
             first = choices[0] if choices and isinstance(choices[0], Mapping) else {}
             first_delta = obj(first, "delta", required=False)
             meta["role_delta"] = {
@@ -477,7 +480,7 @@ class OpenAICollector:
         self._usage: dict[str, Any] | None = None
         self.error: EmitError | None = None
 
-    def add(self, item: ClientItem) -> None:
+    def add(self, item: EngineOutput) -> None:
         if isinstance(item, EmitMessageStart):
             self.completion = envelope(item, "chat.completion")
         elif isinstance(item, EmitBlockStart) and item.kind == "tool_call":

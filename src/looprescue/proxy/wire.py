@@ -22,7 +22,14 @@ from typing import Any, Protocol
 
 from ..config import LoopRescueConfig
 from ..rescue.continuation import KeptWork
-from ..rescue.events import ClientItem, EmitError, FinishReported, StopReason, UpstreamEvent
+from ..rescue.events import (
+    ClientItem,
+    EmitError,
+    EngineOutput,
+    FinishReported,
+    StopReason,
+    UpstreamEvent,
+)
 from ..rescue.sanitize import HistoryCut, HistoryPruner
 from .sse import SSEEvent
 
@@ -42,7 +49,9 @@ class Encoder(Protocol):
 class Collector(Protocol):
     error: EmitError | None
 
-    def add(self, item: ClientItem) -> None: ...
+    def add(self, item: EngineOutput) -> None:
+        """Take the engine's next output; what is no client item (an action, a state) is
+        not part of the body and is passed over."""
 
     def result(self) -> dict[str, Any]: ...
 
