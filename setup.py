@@ -24,9 +24,14 @@ PROXY = ("anthropic", "exchange", "jsonfast", "openai", "sse", "wire")
 HOT_PATH = [f"src/looprescue/rescue/{name}.py" for name in RESCUE] + [
     f"src/looprescue/proxy/{name}.py" for name in PROXY
 ]
-COMPILED = sorted(
-    str(path) for path in Path("src/looprescue/detect").rglob("*.py") if path.name != "__init__.py"
-) + HOT_PATH
+COMPILED = (
+    sorted(
+        str(path)
+        for path in Path("src/looprescue/detect").rglob("*.py")
+        if path.name != "__init__.py"
+    )
+    + HOT_PATH
+)
 
 
 def compiled_extensions() -> list[Extension]:
