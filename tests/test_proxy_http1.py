@@ -1,8 +1,10 @@
-"""The proxy's upstream HTTP/1.1 client against a server that sends interim responses."""
+"""The proxy's upstream HTTP/1.1 client against loopback servers: interim responses, and how a
+pumped body's reads are coalesced."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from looprescue.config import LoopRescueConfig
 from looprescue.proxy.http1 import Http1Transport
@@ -60,3 +62,70 @@ def test_interim_responses_are_skipped_and_the_connection_reused() -> None:
         got, connections = asyncio.run(_exchange(split))
         assert got == [(200, BODY), (200, BODY)], split
         assert connections == 1, split
+
+
+PIECES = [b"data: piece %d\n\n" % number for number in range(8)]
+
+
+async def _pumped(coalesce_ms: int, end: str) -> tuple[list[bytes | str], float]:
+    """What ``pump`` hands on, and the seconds it took, for a chunked body whose pieces come
+    30 ms apart and which then ends (``end="clean"``) or breaks (``"cut"``)."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        writer.write(b"transfer-encoding: chunked\r\n\r\n")
+        for piece in PIECES:
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            await asyncio.sleep(0.03)
+        if end == "clean":
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    config = LoopRescueConfig.model_validate({"proxy": {"coalesceMs": coalesce_ms}}).proxy
+    transport = Http1Transport(config)
+    handed: list[bytes | str] = []
+
+    def feed(item: object) -> str | None:
+        if isinstance(item, bytes) and item:
+            handed.append(item)
+            return None
+        handed.append("end" if item == b"" else "failed")
+        return "done"
+
+    try:
+        started = time.monotonic()
+        response = await transport.open(
+            "POST", f"http://127.0.0.1:{port}/v1/messages", [], b"{}", raw=False
+        )
+        await response.pump(feed)
+        elapsed = time.monotonic() - started
+        await response.aclose()
+    finally:
+        await transport.aclose()
+        server.close()
+    return handed, elapsed
+
+
+def test_a_pumped_body_goes_on_read_by_read_without_coalescing() -> None:
+    handed, _ = asyncio.run(_pumped(0, "clean"))
+    assert b"".join(piece for piece in handed if isinstance(piece, bytes)) == b"".join(PIECES)
+    assert handed[-1] == "end"
+    assert len(handed) >= 6  # pieces 30 ms apart: nearly each its own read
+
+
+def test_coalesced_reads_wait_but_the_first_read_and_the_end_do_not() -> None:
+    # longer than the body takes: whatever comes after the first read waits for the end
+    handed, elapsed = asyncio.run(_pumped(1_000, "clean"))
+    assert handed == [PIECES[0], b"".join(PIECES[1:]), "end"]
+    assert elapsed < 0.9  # the end went on when it came (0.24 s), not when the interval ran out
+
+
+def test_a_coalesced_body_that_breaks_hands_on_its_bytes_and_the_failure_at_once() -> None:
+    handed, elapsed = asyncio.run(_pumped(1_000, "cut"))
+    assert handed == [PIECES[0], b"".join(PIECES[1:]), "failed"]
+    assert elapsed < 0.9

@@ -82,7 +82,11 @@ class _Connection(asyncio.Protocol):
 class Http1Response:
     """The response on one connection (see ``upstream.UpstreamResponse``)."""
 
-    def __init__(self, connection: _Connection, idle_ms: int, raw: bool, method: str) -> None:
+    def __init__(
+        self, connection: _Connection, idle_ms: int, raw: bool, method: str, coalesce_s: float = 0
+    ) -> None:
+        """``coalesce_s``: while the body is pumped, hand its bytes on at most this often (see
+        ``ProxyConfig.coalesceMs``); 0 hands each read on as it comes."""
         self._connection = connection
         self._idle_ms = idle_ms
         self._raw = raw
@@ -108,6 +112,9 @@ class Http1Response:
         # the stall check: armed by a wait, left running across waits (re-armed only when it
         # fires), cancelled when the response ends
         self._timer: asyncio.TimerHandle | None = None
+        self._coalesce_s = coalesce_s
+        self._handed = -coalesce_s  # when bytes last went to the pump's feed (loop time)
+        self._coalesce_timer: asyncio.TimerHandle | None = None
         self.status = 0
         self.headers: list[tuple[str, str]] = []
         self._interim = False  # inside a 1xx interim response
@@ -207,15 +214,33 @@ class Http1Response:
 
     def _wake(self) -> None:
         if self._feed is not None:
+            if self._coalesce_s and self._error is None and not self._complete:
+                # bytes soon after the last hand-off wait for the next one: the exchange parses,
+                # judges and releases them in one go (its decisions do not depend on how the
+                # bytes are split), so a stream costs CPU per hand-off, not per read
+                wait = self._handed + self._coalesce_s - self._loop.time()
+                if wait > 0:
+                    if self._coalesce_timer is None:
+                        self._coalesce_timer = self._loop.call_later(wait, self._coalesced)
+                    return
             self._pump()
             return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def _coalesced(self) -> None:
+        self._coalesce_timer = None
+        if self._feed is not None:
+            self._pump()
+
     def _pump(self) -> None:
         feed, pumped = self._feed, self._pumped
         assert feed is not None and pumped is not None
+        if self._coalesce_timer is not None:
+            self._coalesce_timer.cancel()
+            self._coalesce_timer = None
+        self._handed = self._loop.time()
         while (item := self._take()) is not None:
             try:
                 result = feed(item)
@@ -269,6 +294,8 @@ class Http1Response:
         connection's read itself, with no task switch per piece, until ``feed`` returns
         something other than None: that is returned. ``feed`` must return something for the
         end and for a failure."""
+        if self._chunks:
+            self._handed = self._loop.time()
         while (item := self._take()) is not None:
             result = feed(item)
             if result is not None:
@@ -318,6 +345,9 @@ class Http1Response:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._coalesce_timer is not None:
+            self._coalesce_timer.cancel()
+            self._coalesce_timer = None
 
     async def read(self) -> bytes:
         pieces = []
@@ -353,6 +383,7 @@ class Http1Transport:
     def __init__(self, config: ProxyConfig, ssl_context: ssl.SSLContext | None = None) -> None:
         """``ssl_context``: how HTTPS upstreams are verified (default: the system's CAs)."""
         self._idle_ms = config.upstreamIdleTimeoutMs
+        self._coalesce_s = config.coalesceMs / 1000
         self._connect_s = config.connectTimeoutMs / 1000
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._all: set[_Connection] = set()
@@ -460,7 +491,9 @@ class Http1Transport:
             reused = connection is not None
             if connection is None:
                 connection = await self._connect(origin)
-            response = Http1Response(connection, self._idle_ms, raw, method)
+            # a stream passed through untouched (raw) goes on read by read
+            coalesce_s = 0 if raw else self._coalesce_s
+            response = Http1Response(connection, self._idle_ms, raw, method, coalesce_s)
             connection.response = response
             connection.used += 1
             assert connection.transport is not None
