@@ -8,9 +8,9 @@ target process (user + system, from /proc) over a run, divided by the upstream c
 relayed, is the figure; ratios are against the relay. Targets alternate within each round; the
 figure is the median over rounds. Every stream's text is checked to arrive complete. The last
 target relays the stream untouched through the same server (no model matches): the cost of
-the HTTP stack alone. The proxy runs with its defaults (``proxy.coalesceMs``: the reads of the
-last 50 ms go to the engine together) and, in the "read by read" rows, with each read handed
-on as it comes. ``BENCH_PROXY_BEFORE=<other checkout>/src`` adds that checkout's
+the HTTP stack alone. The proxy runs with its defaults (in ``rescue``, ``proxy.coalesceMs``: the
+reads of the last 50 ms go to the engine together) and, in the "read by read" row, with each
+read handed on as it comes. ``BENCH_PROXY_BEFORE=<other checkout>/src`` adds that checkout's
 ``observe`` and ``rescue`` to the same rounds: before and after figures from one run.
 """
 
@@ -106,9 +106,6 @@ def targets(upstream_url: str, upstream_port: int) -> dict[str, Callable[[], Chi
         "proxy observe": lambda: proxy_process(upstream_url, "observe"),
         "proxy rescue": lambda: proxy_process(upstream_url, "rescue"),
         # each upstream read handed to the engine as it comes (proxy.coalesceMs=0)
-        "proxy observe, read by read": lambda: proxy_process(
-            upstream_url, "observe", "--set", "proxy.coalesceMs=0"
-        ),
         "proxy rescue, read by read": lambda: proxy_process(
             upstream_url, "rescue", "--set", "proxy.coalesceMs=0"
         ),

@@ -121,10 +121,11 @@ MEANINGS = {
     "proxy.upstreamIdleTimeoutMs": "An upstream that sends nothing for this long is treated as"
     " stalled.",
     "proxy.connectTimeoutMs": "Time to connect to the upstream.",
-    "proxy.coalesceMs": "A rescued stream's upstream bytes go to the engine at most this often"
-    " (the first read, the end and a failure at once): the engine parses, judges and releases"
-    " what came meanwhile in one go, which costs a fraction of doing it read by read, and the"
-    " client's text waits at most this long for it. 0: every read as it comes.",
+    "proxy.coalesceMs": "In `rescue` and `cut`, a stream's upstream bytes go to the engine at"
+    " most this often (the first read, the end and a failure at once): the engine parses,"
+    " judges and releases what came meanwhile in one go, which costs less CPU than doing it"
+    " read by read, and the client's text waits at most this long for it. 0: every read as it"
+    " comes. `observe` passes the upstream's bytes on as they come.",
     "proxy.maxConversations": "Conversations whose counters the proxy keeps (least recently"
     " used dropped first).",
     "proxy.workers": "Processes serving the port (`--workers`).",

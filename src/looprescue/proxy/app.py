@@ -168,7 +168,11 @@ class Proxy:
     @property
     def transport(self) -> Transport:
         if self._transport is None:
-            self._transport = Http1Transport(self.config.proxy)
+            # observe passes the upstream's bytes on as they come; the modes that hold text
+            # back anyway judge a stream's reads together
+            observe = self.config.mode == "observe"
+            coalesce_ms = 0 if observe else self.config.proxy.coalesceMs
+            self._transport = Http1Transport(self.config.proxy, coalesce_ms=coalesce_ms)
         return self._transport
 
     async def aclose(self) -> None:

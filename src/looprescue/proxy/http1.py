@@ -85,8 +85,9 @@ class Http1Response:
     def __init__(
         self, connection: _Connection, idle_ms: int, raw: bool, method: str, coalesce_s: float = 0
     ) -> None:
-        """``coalesce_s``: while the body is pumped, hand its bytes on at most this often (see
-        ``ProxyConfig.coalesceMs``); 0 hands each read on as it comes."""
+        """``coalesce_s``: hand the body's bytes on (to the pump's feed, or a waiting
+        :meth:`next_chunk`) at most this often (see ``ProxyConfig.coalesceMs``); 0: each read
+        as it comes."""
         self._connection = connection
         self._idle_ms = idle_ms
         self._raw = raw
@@ -213,33 +214,32 @@ class Http1Response:
         self._wake()
 
     def _wake(self) -> None:
+        if self._coalesce_s and self._error is None and not self._complete:
+            # bytes soon after the last hand-off wait for the next one: the exchange parses,
+            # judges and releases them in one go (its decisions do not depend on how the
+            # bytes are split), so a stream costs CPU per hand-off, not per read
+            wait = self._handed + self._coalesce_s - self._loop.time()
+            if wait > 0:
+                if self._coalesce_timer is None:
+                    self._coalesce_timer = self._loop.call_later(wait, self._hand_on)
+                return
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """What the body has goes to the pump's feed, or wakes the caller waiting for it."""
+        if self._coalesce_timer is not None:
+            self._coalesce_timer.cancel()
+            self._coalesce_timer = None
         if self._feed is not None:
-            if self._coalesce_s and self._error is None and not self._complete:
-                # bytes soon after the last hand-off wait for the next one: the exchange parses,
-                # judges and releases them in one go (its decisions do not depend on how the
-                # bytes are split), so a stream costs CPU per hand-off, not per read
-                wait = self._handed + self._coalesce_s - self._loop.time()
-                if wait > 0:
-                    if self._coalesce_timer is None:
-                        self._coalesce_timer = self._loop.call_later(wait, self._coalesced)
-                    return
             self._pump()
             return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _coalesced(self) -> None:
-        self._coalesce_timer = None
-        if self._feed is not None:
-            self._pump()
-
     def _pump(self) -> None:
         feed, pumped = self._feed, self._pumped
         assert feed is not None and pumped is not None
-        if self._coalesce_timer is not None:
-            self._coalesce_timer.cancel()
-            self._coalesce_timer = None
         self._handed = self._loop.time()
         while (item := self._take()) is not None:
             try:
@@ -285,6 +285,7 @@ class Http1Response:
         while (item := self._take()) is None:
             await self._wait()
         if type(item) is bytes:
+            self._handed = self._loop.time()
             return item
         raise item
 
@@ -380,10 +381,17 @@ def _taken(future: asyncio.Future[None]) -> None:
 class Http1Transport:
     """Pooled upstream connections (see ``upstream.Transport``)."""
 
-    def __init__(self, config: ProxyConfig, ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: how HTTPS upstreams are verified (default: the system's CAs)."""
+    def __init__(
+        self,
+        config: ProxyConfig,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        coalesce_ms: int | None = None,
+    ) -> None:
+        """``ssl_context``: how HTTPS upstreams are verified (default: the system's CAs);
+        ``coalesce_ms``: how often a pumped body's reads go on (None: ``config.coalesceMs``)."""
         self._idle_ms = config.upstreamIdleTimeoutMs
-        self._coalesce_s = config.coalesceMs / 1000
+        self._coalesce_s = (config.coalesceMs if coalesce_ms is None else coalesce_ms) / 1000
         self._connect_s = config.connectTimeoutMs / 1000
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._all: set[_Connection] = set()
