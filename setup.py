@@ -2,8 +2,7 @@
 
 The detector runs on every streamed delta (docs/detector.md): compiled, the same source runs
 1.5 to 1.9 times as fast. The rescue engine, its events and the proxy's SSE parsing, protocol
-codecs and exchange run on every upstream chunk too: compiled with the detector, they cut the
-proxy's CPU per chunk by about a sixth (``make bench``, ``bench_proxy_cpu``). Set
+codecs and exchange run on every upstream chunk too, so they are compiled with it. Set
 LOOPRESCUE_PURE=1 to install it all uncompiled. Each extension is optional, so a machine
 without a compiler gets the pure-Python package, which behaves the same.
 """
