@@ -114,7 +114,7 @@ class Http1Response:
         # fires), cancelled when the response ends
         self._timer: asyncio.TimerHandle | None = None
         self._coalesce_s = coalesce_s
-        self._handed = -coalesce_s  # when bytes last went to the pump's feed (loop time)
+        self._handed = -coalesce_s  # when bytes were last handed on (loop time)
         self._coalesce_timer: asyncio.TimerHandle | None = None
         self.status = 0
         self.headers: list[tuple[str, str]] = []
@@ -389,7 +389,7 @@ class Http1Transport:
         coalesce_ms: int | None = None,
     ) -> None:
         """``ssl_context``: how HTTPS upstreams are verified (default: the system's CAs);
-        ``coalesce_ms``: how often a pumped body's reads go on (None: ``config.coalesceMs``)."""
+        ``coalesce_ms``: how often a streamed body's reads go on (None: ``config.coalesceMs``)."""
         self._idle_ms = config.upstreamIdleTimeoutMs
         self._coalesce_s = (config.coalesceMs if coalesce_ms is None else coalesce_ms) / 1000
         self._connect_s = config.connectTimeoutMs / 1000
