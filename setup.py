@@ -17,8 +17,8 @@ from setuptools import Extension, setup
 # Every module of the detector (rules, segmenter, window), and the modules every upstream chunk
 # of a rescued stream passes through. (Compiled alone, the rescue engine saved nothing per
 # chunk; with its events and the codecs that build them native too, a rescued stream's reads
-# cost about a quarter less CPU in one process, which the proxy benchmark's noise hides. The
-# rest of looprescue does I/O or runs once per request.)
+# cost less CPU in one process, by less than the proxy benchmark's run-to-run noise. The rest
+# of looprescue does I/O or runs once per request.)
 RESCUE = ("blocks", "budget", "cut", "engine", "events", "release")
 PROXY = ("anthropic", "exchange", "jsonfast", "openai", "sse", "wire")
 HOT_PATH = [f"src/looprescue/rescue/{name}.py" for name in RESCUE] + [

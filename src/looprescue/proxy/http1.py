@@ -240,7 +240,6 @@ class Http1Response:
     def _pump(self) -> None:
         feed, pumped = self._feed, self._pumped
         assert feed is not None and pumped is not None
-        self._handed = self._loop.time()
         while (item := self._take()) is not None:
             try:
                 result = feed(item)
@@ -268,6 +267,7 @@ class Http1Response:
         data = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()
         self._buffered = 0
+        self._handed = self._loop.time()
         if self._paused and self._connection.transport is not None:
             self._paused = False
             self._connection.transport.resume_reading()
@@ -285,7 +285,6 @@ class Http1Response:
         while (item := self._take()) is None:
             await self._wait()
         if type(item) is bytes:
-            self._handed = self._loop.time()
             return item
         raise item
 
@@ -295,8 +294,6 @@ class Http1Response:
         connection's read itself, with no task switch per piece, until ``feed`` returns
         something other than None: that is returned. ``feed`` must return something for the
         end and for a failure."""
-        if self._chunks:
-            self._handed = self._loop.time()
         while (item := self._take()) is not None:
             result = feed(item)
             if result is not None:
