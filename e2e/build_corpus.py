@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                 "prompt": prompt_text[raw["prompt_id"]],
                 "text": raw["text"],
             }
+            # what a cut may keep, where the label says it (near-copies of another length)
+            | ({"first_copy": label["first_copy"]} if "first_copy" in label else {})
         )
     for error in errors:
         print(error, file=sys.stderr)

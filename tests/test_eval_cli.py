@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
 import pytest
-from tests.paths import CORPUS
+from tests.paths import CORPUS, SMOLLM2
 
 from looprescue.config import DetectorConfig
-from looprescue.corpus import MIN_LOOP_CHARS, evaluate, load_corpus
+from looprescue.corpus import ALIGN_SLACK, MIN_LOOP_CHARS, evaluate, load_corpus
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -27,6 +28,14 @@ def test_every_loop_detected_and_no_normal_flagged_on_the_dev_corpus(seed):
     assert summary.recall == 1.0 and summary.false_positives == []
     # early fires would mean coherent text was cut
     assert summary.to_dict()["early_fires"] == []
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_loop_found_early_and_no_normal_flagged_on_the_smollm2_corpus(seed):
+    summary = evaluate(load_corpus(SMOLLM2), DetectorConfig(), seed=seed)
+    assert [v.record.id for v in summary.verdicts if not v.correct] == []
+    short = summary.to_dict()["short_exact_delay"]
+    assert short["median"] <= 300, short
 
 
 def test_short_loop_excerpts_are_continued_as_the_readme_says():
@@ -79,3 +88,25 @@ def test_cli_exit_two_names_the_line_of_a_bad_record(tmp_path):
     corpus.write_text(json.dumps({"id": "a", "label": "maybe", "channel": "text", "text": "x"}))
     result = _run("eval", str(corpus))
     assert result.returncode == 2 and "label 'maybe'" in result.stderr
+
+
+def test_a_labelled_first_copy_is_what_a_cut_may_keep(tmp_path):
+    # near-copies of a paragraph whose inner run shrinks: the unit the text shows is the run,
+    # the label says the first copy is the paragraph's opening plus one copy of the run
+    records = {r.id: r for r in load_corpus(SMOLLM2)}
+    record = records["smollm2-zh-explain-photosynthesis-t0"]
+    assert record.first_copy == 48 and record.allowed_copy() == 48
+    plain = dataclasses.replace(record, first_copy=None)
+    assert plain.allowed_copy() < 48  # the unit alone (the run) would count the opening as kept
+    kept = [v.kept_beyond_copy for v in evaluate([record, plain], DetectorConfig()).verdicts]
+    assert kept[0] == 0 and kept[1] > ALIGN_SLACK
+
+
+def test_a_first_copy_past_the_text_or_without_an_onset_names_the_line(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    base = {"id": "a", "label": "loop", "channel": "text", "text": "ab" * 20, "onset": 2}
+    for bad in ({"first_copy": 100}, {"first_copy": "4"}, {"first_copy": 4, "onset": None}):
+        corpus.write_text("\n" + json.dumps({**base, **bad}) + "\n")
+        result = _run("eval", str(corpus))
+        assert result.returncode == 2, bad
+        assert f"{corpus}:2: first_copy must be" in result.stderr

@@ -41,6 +41,9 @@ class Record:
     kind: str | None
     line: int
     prompt: str | None = None  # the request the text answers, when the corpus has it
+    # chars a cut may keep after the onset when the copies are near-copies of another length
+    # than the unit (a paragraph whose inner run shrinks): the label's reading, not a guess
+    first_copy: int | None = None
 
     def scored_text(self) -> str:
         """The text as scored: short loop excerpts continued by repeating text[onset:]."""
@@ -60,6 +63,8 @@ class Record:
         looping part, and then that part (trailer and all) is what the stream repeats."""
         if self.label != "loop" or self.onset is None or self.kind == "pool":
             return 0
+        if self.first_copy is not None:
+            return self.first_copy
         return self._unit(self.scored_text()[self.onset :])
 
     def unit(self) -> int | None:
@@ -151,6 +156,14 @@ def _record(data: object, path: Path, number: int) -> Record:
     prompt = data.get("prompt")
     if prompt is not None and not isinstance(prompt, str):
         raise CorpusError(f"{where}: field 'prompt' must be a string")
+    first_copy = data.get("first_copy")
+    if first_copy is not None and (
+        isinstance(first_copy, bool)
+        or not isinstance(first_copy, int)
+        or onset is None
+        or not 0 < first_copy <= len(data["text"]) - onset
+    ):
+        raise CorpusError(f"{where}: first_copy must be null or a number of chars after the onset")
     return Record(
         data["id"],
         data["label"],
@@ -160,6 +173,7 @@ def _record(data: object, path: Path, number: int) -> Record:
         data.get("kind"),
         number,
         prompt,
+        first_copy,
     )
 
 
