@@ -96,6 +96,8 @@ def test_a_stream_releases_near_copies_and_counts_them_but_the_rule_cut_holds():
 def test_the_lead_in_is_the_same_in_any_chunking(cuts):
     text = STORY + VARIANT + EXACT + VARIANT + EXACT * 2 + VARIANT + EXACT * 40
     assert stream(text, "text", sizes=cuts) == scan_text(text, "text")[0]
+    restated = "".join(TOPICS) + TOPICS[1] + TOPICS[0].replace("keep", "store") + RUN_ON * 30
+    assert stream(restated, "text", sizes=cuts) == scan_text(restated, "text")[0]
 
 
 # -- ordinals ---------------------------------------------------------------------------------
@@ -213,3 +215,65 @@ def test_a_run_cut_short_by_the_loop_is_taken_from_where_it_began():
     lead, phrase = "光合作用是一种", "编程语言的"
     hit = _only_hit(lead + phrase * 8 + phrase[:-1] + "；" * 100)
     assert (hit.loop_start, hit.prune_offset) == (len(lead), len(lead + phrase))
+
+
+# -- restated segments ------------------------------------------------------------------------
+
+TOPICS = [
+    "Coinbase is an online platform where people buy, sell and keep digital currencies such as "
+    "bitcoin.\n\n",
+    "Spam is unsolicited mail sent in bulk, most often to sell something or to cheat the people "
+    "who read it.\n\n",
+    "A ledger is a record of every payment, kept in the order the payments were made by "
+    "everyone.\n\n",
+]
+RUN_ON = "用户可以通过它们的文本说明"
+
+
+def test_paragraphs_restated_out_of_order_before_a_run_on_loop_are_part_of_it():
+    # a first pass over three topics, then the model re-emits them (one with a word changed)
+    # and gets stuck on one clause: the re-emissions are the loop's lead-in, the first pass
+    # is the answer
+    first_pass = "Three terms:\n\n" + "".join(TOPICS)
+    restated = TOPICS[1] + TOPICS[0].replace("keep", "store") + TOPICS[2]
+    hit = _only_hit(first_pass + restated + RUN_ON * 30)
+    assert hit.loop_start == hit.prune_offset == len(first_pass), hit
+    assert hit.lead_in > len(restated)  # a stream may have shown them: counted as leaked
+
+
+def test_the_walk_over_restated_segments_stops_at_one_said_for_the_first_time():
+    first_pass = "".join(TOPICS[:2])
+    new = "Mining is how new blocks are added, by solving a puzzle that takes a lot of work.\n\n"
+    text = first_pass + new + TOPICS[0] + RUN_ON * 30
+    hit = _only_hit(text)
+    assert hit.prune_offset == len(first_pass + new), hit  # the new paragraph stays
+
+
+def test_a_heading_said_again_goes_with_the_restated_text_but_does_not_lead_in_alone():
+    first_pass = "**Coinbase**\n\n" + TOPICS[0] + TOPICS[1]
+    # the heading said again right before the loop: passed over, the loop keeps its first copy
+    heading = "**Coinbase**\n\n"
+    hit = _only_hit(first_pass + heading + RUN_ON * 30)
+    assert hit.prune_offset == len(first_pass + heading) + len(RUN_ON), hit  # as without it
+    # the heading between two restated paragraphs is walked over with them
+    restated = TOPICS[1] + heading + TOPICS[0]
+    hit = _only_hit(first_pass + restated + RUN_ON * 30)
+    assert hit.prune_offset == len(first_pass), hit
+
+
+def test_list_lines_restating_earlier_lines_with_a_new_number_lead_into_the_loop():
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    plan = "".join(f"- {d}: Day {n} (LUNCH)\n" for n, d in enumerate(days[:4], 1))
+    again = "".join(f"- {d}: Day {n} (LUNCH)\n" for n, d in enumerate(days[:4], 8))
+    loop = "".join(f"- {d}: Lunch (LUNCH)\n" for d in days) * 6
+    head = "Here is your plan:\n\n"
+    hit = _only_hit(head + plan + again + loop)
+    assert hit.prune_offset == len(head + plan), hit  # 'Day 8'.. restate 'Day 1'..
+
+
+def test_restated_code_lines_do_not_lead_in():
+    code = "    value = compute(item)\n    results.append(value)\n"
+    other = "    print(results)\n    print('the results are done')\n"
+    text = "```python\nfor item in items:\n" + code + other + code + other * 40
+    hit = _only_hit(text)
+    assert hit.loop_start >= text.index(other, text.index(other) + 1) - len(code), hit

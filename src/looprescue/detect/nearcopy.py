@@ -20,6 +20,15 @@ count: lines that differ in one identifier are what code is made of.
 A short unit run on inside one sentence has no segments to compare with: the walk is over
 copies of the unit instead, or over a run of another short unit that ends where it begins.
 
+A segment that restates one the answer said before it (the same after folding, or a word or two
+apart when it is long) is walked over too: a model that re-emits its earlier paragraphs or lines
+out of order right before it settles on one is already looping (a first pass over three terms,
+then the three again, then one clause on and on). This compares with the text, not the loop, so
+it is held tighter: prose only, at least six tokens (a restated heading goes with the walk but
+does not move the onset by itself), near-copies only of sixteen tokens or more (list lines a word
+apart are how a list is written), and a segment said for the first time stops the walk, so the
+answer's first pass stays.
+
 When the walk passed only exact copies, the earliest is the loop's first copy and is kept, as a
 periodic loop's first copy always is; after near-copies nothing of the loop is kept. The walk is
 pure: it reads the window the rule fired on, no further back than the text every chunking still
@@ -76,6 +85,13 @@ _END_MARKS = frozenset(".。!！?？;；,，:：、")
 # The shortest segment (in tokens) that may be "the start of the other", or differ in one or two
 # tokens from it: shorter ones say too little to be called a copy.
 PREFIX_MIN_TOKENS = 6
+# A segment walked over because it restates an earlier one (a paragraph or line the model
+# re-emits out of order before it settles on one) must say this much; a shorter restated
+# segment (a heading) is passed over but does not move the onset by itself.
+RESTATED_MIN_TOKENS = 6
+# A restatement may differ in a word or two only when it is long: list lines a word apart
+# (``- Monday: Run``, ``- Tuesday: Run``) are how a list is written, not a restatement.
+RESTATED_NEAR_MIN_TOKENS = 16
 ONE_EDIT_MIN_TOKENS = 6
 TWO_EDITS_MIN_TOKENS = 10
 
@@ -100,9 +116,13 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     if not loop:
         # one run-on segment (a short unit repeated inside a sentence that never ends): the
         # segments before it have nothing to be compared with, but the unit's copies do, and
-        # so does a run of another short unit it took over from
+        # so does a run of another short unit it took over from; failing both, the text right
+        # before it may restate what the answer said already (below)
         dense = _extend_over_dense_copies(win, hit, floor, fenced)
-        return dense if dense is not hit else _extend_over_run_before(win, hit, floor, fenced)
+        if dense is hit:
+            dense = _extend_over_run_before(win, hit, floor, fenced)
+        if dense is not hit:
+            return dense
     exact = {tuple(t) for t in loop}
     # A line can hold several of the loop's sentences ("A。A。A。" before "A。⏎⏎A。⏎⏎"):
     # lines are then also compared sentence by sentence (tokenised when first needed).
@@ -117,6 +137,7 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     # The walk usually stops within a few segments: split only the text near the onset, from
     # a segment boundary, and all of it only if the walk gets there.
     tail_from = _boundary_before(before, len(before) - NEAR_ONSET_CHARS, by_lines)
+    said = _Said(split, before)
     while True:
         segments = _segments(split, before[tail_from:])
         onset = offset = start
@@ -136,6 +157,12 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
                 continue
             if whole and prose and _near_any(tokens, loop):
                 onset, first_copy, copies_only = offset, len(segment), False
+                continue
+            if whole and prose and said.before(offset - floor, tokens):
+                # it restates what the answer said earlier: a restated segment of some length
+                # leads into the loop, a short one (a heading said again) only goes with it
+                if len(tokens) >= RESTATED_MIN_TOKENS:
+                    onset, first_copy, copies_only = offset, len(segment), False
                 continue
             if not (by_lines and prose):
                 break
@@ -157,6 +184,50 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     # after near-copies nothing of the loop is.
     keep = first_copy if copies_only else 0
     return _moved_back(hit, onset, min(onset + keep, hit.prune_offset))
+
+
+class _Said:
+    """The segments of the text before a loop, for asking whether one restates an earlier one
+    (the same after folding, or, for a long one, a near-copy of one). Split on first use: most
+    walks stop before they need it."""
+
+    def __init__(self, split: re.Pattern[str], text: str) -> None:
+        self._split, self._text = split, text
+        self._first: dict[tuple[str, ...], int] | None = None
+        self._by_length: dict[int, list[tuple[int, list[str]]]] = {}
+
+    def before(self, offset: int, tokens: list[str]) -> bool:
+        """Whether a segment of ``tokens`` was said before ``offset`` (of the text)."""
+        if self._first is None:
+            self._index()
+        assert self._first is not None
+        first = self._first.get(tuple(tokens))
+        if first is not None and first < offset:
+            return True
+        if len(tokens) < RESTATED_NEAR_MIN_TOKENS:
+            return False
+        for length in range(len(tokens) - 2, len(tokens) + 3):
+            for at, other in self._by_length.get(length, ()):
+                if at >= offset:
+                    break
+                if _near(tokens, other):
+                    return True
+        return False
+
+    def _index(self) -> None:
+        first: dict[tuple[str, ...], int] = {}
+        at = 0
+        for segment in _segments(self._split, self._text):
+            # a line's sentences each count as said too (a sentence said again on a line of
+            # its own, without the question it followed)
+            parts = _segments(_SENTENCE, segment) if self._split is _LINE else [segment]
+            for part in parts if len(parts) > 1 else [segment]:
+                tokens = _tokens(part)
+                if tokens:
+                    first.setdefault(tuple(tokens), at)
+                    self._by_length.setdefault(len(tokens), []).append((at, tokens))
+            at += len(segment)
+        self._first = first
 
 
 def _moved_back(hit: Hit, onset: int, prune: int) -> Hit:
