@@ -13,11 +13,12 @@ does not come back complete (finish ``stop``), free of loop text and cheaper tha
 Columns: ``detected`` yes +N (chars consumed past the labelled onset when the proxy fired);
 ``pruned`` chars cut; ``loop/leak`` chars of the direct run's labelled loop the client got, and
 of those the chars past the first copy of its unit (the one copy the proxy keeps); ``c-loop``
-chars of a run of three or more copies in the client's text (markers taken out: a continuation
-that loops again or restarts the answer); ``echo`` chars the model copied from the proxy's
-correction; ``res`` resumes; ``finish``; ``done`` (finish stop, no rescue cap, no failed
-resume); ``tok p/d`` tokens through the proxy (all upstream requests) and directly; then per
-upstream request its tokens and finish (s stop, l length, ? closed by the proxy's cut).
+chars of a run of three or more copies in the client's text, or of its lines said a third time
+or more (markers taken out: a continuation that loops again or restarts the answer); ``echo``
+chars the model copied from the proxy's correction; ``res`` resumes; ``finish``; ``done``
+(finish stop, no rescue cap, no failed resume); ``tok p/d`` tokens through the proxy (all
+upstream requests) and directly; then per upstream request its tokens and finish (s stop,
+l length, ? closed by the proxy's cut).
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ LOOPRESCUE = Path(sys.executable).with_name("looprescue")
 # markers taken out) is loop text however it got there: a continuation that loops again or
 # restarts the answer, or a loop the proxy let through.
 CLIENT_LOOP_CHARS = 100
+# A line said a third time or more counts as loop text when it is at least this long, its list
+# marker (``12.``, ``-``, ``*``) aside: short lines (``}``, ``| --- |``, ``Yes.``) recur in
+# healthy answers.
+RESTATED_LINE_MIN = 20
+LIST_MARKER = re.compile(r"^(?:\d+[.)、．]|[-*+•])\s*")
 # The proxy's markers and notes: 〔…〕 on a line of their own.
 NOTE = re.compile(r"\n?〔[^〕]*〕\n?")
 # Sentences of the proxy's correction at least this long found in the client's text: the
@@ -95,7 +101,7 @@ class Result:
     pruned: int
     loop_to_client: int  # chars of the direct run's labelled loop the client received
     leaked: int  # of those, chars past the one copy the proxy keeps by design
-    client_loop: int  # chars of a periodic run (>= 3 copies) in the client's text
+    client_loop: int  # chars of a periodic run (>= 3 copies) or of lines said a third time
     echo: int  # chars of the client's text copied from the proxy's correction messages
     resumes: int
     finish: str | None
@@ -178,6 +184,32 @@ def common_prefix(a: str, b: str) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+def restated_line_chars(text: str, onset: int = 0) -> int:
+    """Chars of lines past ``onset`` that say again, for the third time or more, a line of
+    ``text`` (its list marker aside, at least RESTATED_LINE_MIN chars): a list that keeps
+    re-emitting one item between others (``1. …`` / ``2. X`` / ``1. …`` / ``2. X``) is no run
+    of copies, but it is loop text on the client's screen. The second time a line is said is
+    not counted (restating a point once is no loop). The total counts when it reaches
+    CLIENT_LOOP_CHARS; else 0."""
+    seen: dict[str, int] = {}
+    restated = at = 0
+    for line in text.splitlines(keepends=True):
+        start, at = at, at + len(line)
+        content = LIST_MARKER.sub("", line.strip())
+        if len(content) < RESTATED_LINE_MIN:
+            continue
+        seen[content] = times = seen.get(content, 0) + 1
+        if times >= 3 and at > onset:
+            restated += at - max(start, onset)
+    return restated if restated >= CLIENT_LOOP_CHARS else 0
+
+
+def client_loop_chars(text: str, onset: int = 0) -> int:
+    """Loop text in the client's answer past ``onset``: the longest run of copies, or the lines
+    said a third time or more, whichever covers more."""
+    return max(periodic_run_chars(text, onset), restated_line_chars(text, onset))
 
 
 def periodic_run_chars(text: str, onset: int = 0) -> int:
@@ -290,7 +322,7 @@ def judge(
     loop_to_client = max(0, agree - item.onset)
     leaked = max(0, agree - (item.onset + item.keep))
     answer = NOTE.sub("\n", text)
-    client_loop = periodic_run_chars(answer, item.onset)
+    client_loop = client_loop_chars(answer, item.onset)
     echo = echoed_chars(answer, [correction(e.body) for e in exchanges[1:]])
     failed = any(r.get("kind") == "resume_failed" for r in audit)
     capped = any(r.get("action") == "cap" for r in cuts)
