@@ -11,7 +11,7 @@ import pytest
 from tests.paths import CORPUS, SMOLLM2
 
 from looprescue.config import DetectorConfig
-from looprescue.corpus import ALIGN_SLACK, MIN_LOOP_CHARS, evaluate, load_corpus
+from looprescue.corpus import ALIGN_SLACK, MIN_LOOP_CHARS, Record, evaluate, load_corpus
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -28,6 +28,8 @@ def test_every_loop_detected_and_no_normal_flagged_on_the_dev_corpus(seed):
     assert summary.recall == 1.0 and summary.false_positives == []
     # early fires would mean coherent text was cut
     assert summary.to_dict()["early_fires"] == []
+    # and no client of the proxy saw more of a loop than its one copy
+    assert summary.shown_over_slack() == []
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -110,3 +112,24 @@ def test_a_first_copy_past_the_text_or_without_an_onset_names_the_line(tmp_path)
         result = _run("eval", str(corpus))
         assert result.returncode == 2, bad
         assert f"{corpus}:2: first_copy must be" in result.stderr
+
+
+def test_near_copies_released_before_the_rule_fired_count_as_shown_not_kept(tmp_path):
+    # the exact run starts after three near-copies of its sentence: the cut moves back over
+    # them (nothing kept), but a proxy had released them before the rule could fire
+    story = "Once there was a cat that liked to explore the big old house on the hill.\n\n"
+    variant = "It walked into the next room, and then into the next room. "
+    exact = "It walked into the next room. "
+    text = story + (variant + exact) * 3 + exact * 40
+    record = Record("near", "loop", "text", text, len(story), "verbatim", 1)
+    verdict = evaluate([record], DetectorConfig()).verdicts[0]
+    assert verdict.prune_offset == len(story) and verdict.kept_beyond_copy == 0
+    assert verdict.released > len(story)
+    assert verdict.shown_beyond_copy == verdict.released - len(story) - verdict.allowed_copy
+    assert verdict.shown_beyond_copy > ALIGN_SLACK
+    corpus = tmp_path / "c.jsonl"
+    fields = {"id": "near", "label": "loop", "channel": "text", "text": text}
+    corpus.write_text(json.dumps({**fields, "onset": len(story), "kind": "verbatim"}) + "\n")
+    result = _run("eval", str(corpus))
+    assert result.returncode == 1, result.stdout  # nothing kept, but the client saw it
+    assert "loop text a client saw beyond one copy" in result.stdout

@@ -194,6 +194,9 @@ class Verdict:
     prune_offset: int | None
     scored_chars: int
     allowed_copy: int = 0  # chars of loop text the cut may keep (one copy of a periodic unit)
+    # chars a proxy had released when the detector fired: it releases up to the watermark
+    # (safe_offset) after every delta
+    released: int = 0
 
     @property
     def fired(self) -> bool:
@@ -222,6 +225,18 @@ class Verdict:
         return max(0, self.prune_offset - self.record.onset - self.allowed_copy)
 
     @property
+    def shown_beyond_copy(self) -> int | None:
+        """Loop chars a client of the proxy saw beyond the one copy a cut may keep (pools:
+        beyond the onset): what the watermark had released before the hit, or the kept text
+        up to the cut, whichever is more. Near-copies that led into the loop are released
+        before the rule fires (no watermark could hold them without holding all text), so
+        this can pass ``kept_beyond_copy``."""
+        if not self.fired or self.record.onset is None or self.prune_offset is None:
+            return None
+        shown = max(self.released, self.prune_offset)
+        return max(0, shown - self.record.onset - self.allowed_copy)
+
+    @property
     def early(self) -> bool:
         """Fired before the labelled onset (on coherent text, unless it saw a pool's lead-in)."""
         return self.fired and self.record.onset is not None and self.fired_at < self.record.onset
@@ -241,6 +256,8 @@ class Verdict:
             "delay": self.delay,
             "allowed_copy": self.allowed_copy if self.record.label == "loop" else None,
             "kept_beyond_copy": self.kept_beyond_copy,
+            "released": self.released if self.fired else None,
+            "shown_beyond_copy": self.shown_beyond_copy,
             "early": self.early,
             "chars": self.scored_chars,
         }
@@ -248,20 +265,25 @@ class Verdict:
 
 def judge(record: Record, config: DetectorConfig, rng: random.Random) -> Verdict:
     """Stream one record through a fresh detector in random 2-6 char deltas (told the ranges
-    its prompt asks for, as the proxy tells it a request's)."""
+    its prompt asks for, as the proxy tells it a request's), asking for the watermark after
+    every delta as a proxy in ``rescue`` does."""
     text = record.scored_text()
     allowed = record.allowed_copy()
     asked = asked_ranges(record.prompt) if record.prompt else ()
+    channel = record.channel
     detector = StreamDetector(config, watch="both", asked=asked)
-    consumed = 0
+    consumed = released = 0
     for delta in random_deltas(text, rng):
         consumed += len(delta)
-        hit = detector.feed(record.channel, delta)
+        hit = detector.feed(channel, delta)
         if hit is not None:
-            return Verdict(record, consumed, hit.rule, hit.prune_offset, len(text), allowed)
-    hit = detector.flush(record.channel)
+            return Verdict(
+                record, consumed, hit.rule, hit.prune_offset, len(text), allowed, released
+            )
+        released = detector.safe_offset(channel)
+    hit = detector.flush(channel)
     if hit is not None:
-        return Verdict(record, consumed, hit.rule, hit.prune_offset, len(text), allowed)
+        return Verdict(record, consumed, hit.rule, hit.prune_offset, len(text), allowed, released)
     return Verdict(record, None, None, None, len(text), allowed)
 
 
@@ -278,7 +300,11 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        return all(v.correct for v in self.verdicts) and not self.over_slack()
+        return (
+            all(v.correct for v in self.verdicts)
+            and not self.over_slack()
+            and not self.shown_over_slack()
+        )
 
     def kept_beyond(self) -> dict[str, int]:
         """Per loop record that fired: loop chars kept beyond one copy of its unit."""
@@ -302,6 +328,17 @@ class Summary:
     def over_slack(self) -> list[str]:
         return [k for k, chars in self.kept_beyond().items() if chars > ALIGN_SLACK]
 
+    def shown_beyond(self) -> dict[str, int]:
+        """Per loop record that fired: loop chars a proxy's client saw beyond one copy."""
+        return {
+            v.record.id: v.shown_beyond_copy
+            for v in self.verdicts
+            if v.record.label == "loop" and v.shown_beyond_copy is not None
+        }
+
+    def shown_over_slack(self) -> list[str]:
+        return [k for k, chars in self.shown_beyond().items() if chars > ALIGN_SLACK]
+
     def delay_stats(self) -> dict[str, float | None]:
         return _stats(self.delays)
 
@@ -319,6 +356,12 @@ class Summary:
                 "total": sum(self.kept_beyond().values()),
                 "max": max(self.kept_beyond().values(), default=0),
                 "over_slack": self.over_slack(),
+                "slack": ALIGN_SLACK,
+            },
+            "shown_beyond_copy": {
+                "total": sum(self.shown_beyond().values()),
+                "max": max(self.shown_beyond().values(), default=0),
+                "over_slack": self.shown_over_slack(),
                 "slack": ALIGN_SLACK,
             },
             "onset_zero_delays": {

@@ -42,14 +42,16 @@ def eval_command(
 
     Every record is streamed through the detector in random 2-6 char deltas. The table
     gives recall on loops, false positives on normal texts, how late each loop is caught,
-    and any loop text a cut keeps beyond one copy of the repeated unit.
+    any loop text a cut keeps beyond one copy of the repeated unit, and any a client of the
+    proxy saw (the watermark asked after every delta).
 
     \b
     Example:
       looprescue eval ../shared/corpus/dev.jsonl --seed 1
 
-    Exit code 1 when a record is misjudged or a cut keeps loop text beyond one copy (past
-    the alignment slack), 2 when the corpus or the config cannot be read.
+    Exit code 1 when a record is misjudged or a cut keeps, or a client saw, loop text
+    beyond one copy (past the alignment slack), 2 when the corpus or the config cannot be
+    read.
     """
     try:
         cfg = load_config(config, parse_settings(settings))
@@ -70,7 +72,7 @@ def eval_command(
 def _print_table(summary: Summary) -> None:
     console = Console(width=max(Console().width, 140))
     table = Table(title="loop detector on corpus", show_lines=False)
-    numeric = ("consumed", "prune", "onset", "delay", "beyond")
+    numeric = ("consumed", "prune", "onset", "delay", "beyond", "shown")
     for column in ("id", "label", "chan", "verdict", "rule", *numeric):
         table.add_column(column, justify="right" if column in numeric else "left")
     for v in summary.verdicts:
@@ -93,6 +95,7 @@ def _print_table(summary: Summary) -> None:
             _num(v.record.onset),
             _num(v.delay),
             _beyond(v.kept_beyond_copy),
+            _beyond(v.shown_beyond_copy),
         )
     console.print(table)
     data = summary.to_dict()
@@ -119,6 +122,12 @@ def _print_table(summary: Summary) -> None:
         f"loop text kept beyond one copy of the unit (pools: beyond the onset): total "
         f"{kept['total']} chars, max {kept['max']} (slack {kept['slack']} for aligning the cut)"
         + (f"; over the slack: {', '.join(kept['over_slack'])}" if kept["over_slack"] else "")
+    )
+    shown = data["shown_beyond_copy"]
+    console.print(
+        f"loop text a client saw beyond one copy (the watermark after every delta, or the "
+        f"cut): total {shown['total']} chars, max {shown['max']}"
+        + (f"; over the slack: {', '.join(shown['over_slack'])}" if shown["over_slack"] else "")
     )
     if data["onset_zero_delays"]:
         console.print(
