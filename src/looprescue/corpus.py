@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -308,11 +308,15 @@ class Summary:
 
     def kept_beyond(self) -> dict[str, int]:
         """Per loop record that fired: loop chars kept beyond one copy of its unit."""
-        return {
-            v.record.id: v.kept_beyond_copy
-            for v in self.verdicts
-            if v.record.label == "loop" and v.kept_beyond_copy is not None
-        }
+        return self._per_loop(lambda v: v.kept_beyond_copy)
+
+    def shown_beyond(self) -> dict[str, int]:
+        """Per loop record that fired: loop chars a proxy's client saw beyond one copy."""
+        return self._per_loop(lambda v: v.shown_beyond_copy)
+
+    def _per_loop(self, chars: Callable[[Verdict], int | None]) -> dict[str, int]:
+        found = ((v.record.id, chars(v)) for v in self.verdicts if v.record.label == "loop")
+        return {record: n for record, n in found if n is not None}
 
     def short_exact_delays(self) -> list[int]:
         """Detection delays of the verbatim loops with a short unit."""
@@ -326,18 +330,10 @@ class Summary:
         ]
 
     def over_slack(self) -> list[str]:
-        return [k for k, chars in self.kept_beyond().items() if chars > ALIGN_SLACK]
-
-    def shown_beyond(self) -> dict[str, int]:
-        """Per loop record that fired: loop chars a proxy's client saw beyond one copy."""
-        return {
-            v.record.id: v.shown_beyond_copy
-            for v in self.verdicts
-            if v.record.label == "loop" and v.shown_beyond_copy is not None
-        }
+        return _over_slack(self.kept_beyond())
 
     def shown_over_slack(self) -> list[str]:
-        return [k for k, chars in self.shown_beyond().items() if chars > ALIGN_SLACK]
+        return _over_slack(self.shown_beyond())
 
     def delay_stats(self) -> dict[str, float | None]:
         return _stats(self.delays)
@@ -352,18 +348,8 @@ class Summary:
             "false_positives": self.false_positives,
             "delay": self.delay_stats(),
             "short_exact_delay": _stats(self.short_exact_delays()),
-            "kept_beyond_copy": {
-                "total": sum(self.kept_beyond().values()),
-                "max": max(self.kept_beyond().values(), default=0),
-                "over_slack": self.over_slack(),
-                "slack": ALIGN_SLACK,
-            },
-            "shown_beyond_copy": {
-                "total": sum(self.shown_beyond().values()),
-                "max": max(self.shown_beyond().values(), default=0),
-                "over_slack": self.shown_over_slack(),
-                "slack": ALIGN_SLACK,
-            },
+            "kept_beyond_copy": _beyond_summary(self.kept_beyond()),
+            "shown_beyond_copy": _beyond_summary(self.shown_beyond()),
             "onset_zero_delays": {
                 v.record.id: v.delay
                 for v in self.verdicts
@@ -377,6 +363,20 @@ class Summary:
             },
             "ok": self.ok,
         }
+
+
+def _over_slack(chars: dict[str, int]) -> list[str]:
+    return [record for record, n in chars.items() if n > ALIGN_SLACK]
+
+
+def _beyond_summary(chars: dict[str, int]) -> dict:
+    """Loop chars past one copy over the records: total, max, and those past the slack."""
+    return {
+        "total": sum(chars.values()),
+        "max": max(chars.values(), default=0),
+        "over_slack": _over_slack(chars),
+        "slack": ALIGN_SLACK,
+    }
 
 
 def _stats(values: list[int]) -> dict[str, float | None]:
