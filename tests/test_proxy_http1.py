@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 from looprescue.config import LoopRescueConfig
 from looprescue.proxy.http1 import Http1Transport
@@ -15,6 +17,24 @@ FINAL = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %
     len(BODY),
     BODY,
 )
+
+
+@asynccontextmanager
+async def _upstream(
+    serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    proxy: dict | None = None,
+) -> AsyncIterator[tuple[Http1Transport, str]]:
+    """A loopback server answering with ``serve``, and the upstream client (its ``proxy.*``
+    settings) with the URL to send to; both closed afterwards."""
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    config = LoopRescueConfig.model_validate({"proxy": proxy or {}}).proxy
+    transport = Http1Transport(config)
+    try:
+        yield transport, f"http://127.0.0.1:{port}/v1/messages"
+    finally:
+        await transport.aclose()
+        server.close()
 
 
 async def _exchange(split: int) -> tuple[list[tuple[int, bytes]], int]:
@@ -40,20 +60,12 @@ async def _exchange(split: int) -> tuple[list[tuple[int, bytes]], int]:
             writer.write(answer[split:])
             await writer.drain()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    transport = Http1Transport(LoopRescueConfig().proxy)
     got = []
-    try:
+    async with _upstream(serve) as (transport, url):
         for _ in range(2):
-            response = await transport.open(
-                "POST", f"http://127.0.0.1:{port}/v1/messages", [], b"{}", raw=False
-            )
+            response = await transport.open("POST", url, [], b"{}", raw=False)
             got.append((response.status, await response.read()))
             await response.aclose()
-    finally:
-        await transport.aclose()
-        server.close()
     return got, connections
 
 
@@ -84,10 +96,6 @@ async def _pumped(coalesce_ms: int, end: str) -> tuple[list[bytes | str], float]
             await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    config = LoopRescueConfig.model_validate({"proxy": {"coalesceMs": coalesce_ms}}).proxy
-    transport = Http1Transport(config)
     handed: list[bytes | str] = []
 
     def feed(item: object) -> str | None:
@@ -97,17 +105,12 @@ async def _pumped(coalesce_ms: int, end: str) -> tuple[list[bytes | str], float]
         handed.append("end" if item == b"" else "failed")
         return "done"
 
-    try:
+    async with _upstream(serve, {"coalesceMs": coalesce_ms}) as (transport, url):
         started = time.monotonic()
-        response = await transport.open(
-            "POST", f"http://127.0.0.1:{port}/v1/messages", [], b"{}", raw=False
-        )
+        response = await transport.open("POST", url, [], b"{}", raw=False)
         await response.pump(feed)
         elapsed = time.monotonic() - started
         await response.aclose()
-    finally:
-        await transport.aclose()
-        server.close()
     return handed, elapsed
 
 
