@@ -699,3 +699,36 @@ def test_a_continuation_may_use_the_corrections_short_phrases() -> None:
     answer = "Continue the task. The loader merges layers; without repeating them it is fast."
     second = run(engine, Script(reasoning="Continuing.", text=answer).events("msg_2"))
     assert second.content("text") == answer and engine.stats.detections == 1
+
+
+EMAIL_OPENING = (
+    "Subject: Request for a Meeting\n\nDear Ms. Chen,\n\n"
+    "I am writing to ask whether you could meet me next Tuesday to go over the budget.\n\n"
+)
+
+
+def test_a_continuation_that_restarts_the_answer_is_cut_at_its_start_and_finishes() -> None:
+    engine = engine_for()
+    looping = EMAIL_OPENING + "Keywords: Teamwork, Project Management, " * 40
+    first = run(engine, Script(text=looping).events())
+    assert len(first.resumes) == 1
+    kept = first.content("text")
+    assert kept.startswith(EMAIL_OPENING)
+    # the continuation writes the email again from its first line
+    second = run(engine, Script(text=EMAIL_OPENING + "Thank you.\n").events("msg_2"))
+    assert second.content("text") == ""  # none of the restart reaches the client
+    (marker,) = second.markers()
+    assert re.fullmatch(r"〔\d+ chars of repeated text removed〕", marker.text.strip())
+    assert not second.resumes and second.finishes()[0].reason == "stop"
+    assert engine.stats.leaked_loop_chars == 0
+    cuts = [r.data for r in first.audit + second.audit if r.kind == "cut"]
+    assert cuts[-1] == {"channel": "text", "rule": "restate", "action": "finish"}
+
+
+def test_a_continuation_that_picks_up_where_the_answer_stopped_goes_on() -> None:
+    engine = engine_for()
+    looping = EMAIL_OPENING + "Keywords: Teamwork, Project Management, " * 40
+    run(engine, Script(text=looping).events())
+    rest = "I would like to agree on the figures before the review on Friday.\n\nBest,\nTom\n"
+    second = run(engine, Script(text=rest).events("msg_2"))
+    assert second.content("text") == rest and engine.stats.detections == 1

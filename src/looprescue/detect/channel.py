@@ -14,6 +14,7 @@ from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
+from looprescue.detect.rules.restate import RestateRule
 from looprescue.detect.rules.rows import TableRowsRule
 from looprescue.detect.rules.stutter import StutterRule
 from looprescue.detect.segment import Segmenter
@@ -36,10 +37,13 @@ class ChannelDetector:
         cfg: DetectorConfig,
         asked: tuple[tuple[int, int], ...] = (),
         correction: tuple[str, ...] = (),
+        shown: str = "",
+        shown_loop: str = "",
     ) -> None:
         """``asked``: the numbered ranges the request asks for (``detect.asked``);
         ``correction``: the sentences of the correction a continuation was sent
-        (``rules.parrot``)."""
+        (``rules.parrot``); ``shown``: the answer the client already has when this is a
+        continuation, and ``shown_loop`` the kept copy of the loop in it (``rules.restate``)."""
         self.channel = channel
         structural = channel == "text"
         # Held text: two maximal periods (a run is compared one period back, and new periods are
@@ -55,6 +59,7 @@ class ChannelDetector:
         self._imports = ImportsRule(channel)
         self._overrun = OverrunRule(channel, asked)
         self._parrot = ParrotRule(channel, correction)
+        self._restate = RestateRule(channel, shown, shown_loop)
         self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
         self._segmenter = Segmenter(
             structural,
@@ -66,6 +71,7 @@ class ChannelDetector:
             table=self._rows,
             code=self._imports,
             on_clauses=self._stutter.on_sentence,
+            on_unit=self._restate.on_unit if self._restate.active else None,
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
@@ -164,6 +170,9 @@ class ChannelDetector:
         return min(
             self._overrun.safe_offset(win) if self._overrun.active else end,
             self._parrot.safe_offset(win) if self._parrot.active else end,
+            self._restate.safe_offset(win, segmenter.sentence_from, end)
+            if self._restate.active
+            else end,
             self._periodic.safe_offset(win),
             self._echo.safe_offset(win),
             self._pool.safe_offset(win, segmenter.sentence_from, end),

@@ -33,6 +33,8 @@ _PROSE, _TABLE_ROW, _FENCE = LineKind.PROSE, LineKind.TABLE_ROW, LineKind.FENCE
 SentenceSink = Callable[[str, int, int], Hit | None]
 LineSink = Callable[[str, int, int], Hit | None]
 LineStartSink = Callable[[int], None]
+# every unit (sentence or line) with its raw span, whatever its context
+UnitSink = Callable[[TextWindow, int, int], Hit | None]
 
 
 class CodeSink(Protocol):
@@ -63,6 +65,7 @@ class Segmenter:
         table: TableSink | None = None,
         code: CodeSink | None = None,
         on_clauses: SentenceSink | None = None,
+        on_unit: UnitSink | None = None,
     ) -> None:
         # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
         self._structural = structural_text
@@ -75,6 +78,7 @@ class Segmenter:
         # gets every sentence's text up to LONG_UNIT, before on_sentence (a rule that looks
         # inside a sentence, whatever its length as a phrase)
         self._on_clauses = on_clauses
+        self._on_unit = on_unit
         self.sentence_from = 0  # offset after the last sentence boundary
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
@@ -116,14 +120,14 @@ class Segmenter:
         return self._line_kind
 
     def _boundary(self, win: TextWindow, end: int, newline: bool) -> Hit | None:
-        hit = None
         begin = self.sentence_from
         self.sentence_from = end
+        hit = self._on_unit(win, begin, end) if self._on_unit is not None else None
         if end - begin > self._long_sentence:
             # Far longer than any phrase: judged by its length alone (most sentences are).
             if self._counts_in_context(win, end):
                 if self._on_clauses is not None and end - begin <= LONG_UNIT:
-                    hit = self._clauses(win, begin, end)
+                    hit = hit or self._clauses(win, begin, end)
                 hit = hit or self._on_sentence(LONG_SENTENCE, begin, end)
         elif end - begin > 1 or not newline:  # a lone newline after a full stop is no sentence
             base = win.base
@@ -132,7 +136,7 @@ class Segmenter:
             if text and has_alnum(text) and self._counts_in_context(win, end):
                 start = begin + len(raw_sentence) - len(raw_sentence.lstrip())
                 if self._on_clauses is not None:
-                    hit = self._on_clauses(text, start, end)
+                    hit = hit or self._on_clauses(text, start, end)
                 hit = hit or self._on_sentence(text, start, end)
         if newline:
             line_hit = self._end_line(win, end)

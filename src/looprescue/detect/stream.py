@@ -28,10 +28,14 @@ class StreamDetector:
         watch: Watch | None = None,
         asked: tuple[tuple[int, int], ...] = (),
         correction: tuple[str, ...] = (),
+        shown: str = "",
+        shown_loop: str = "",
     ) -> None:
         """``asked``: the numbered ranges the request asks for (``detect.asked``), which bound
         the lists of the answer (the text channel); ``correction``: the sentences of the
-        correction a continuation was sent, which its answer must not copy (``rules.parrot``)."""
+        correction a continuation was sent, which its answer must not copy (``rules.parrot``);
+        ``shown``: the answer a continuation's client already has, which it must not write
+        again, and ``shown_loop`` the kept copy of the cut loop in it (``rules.restate``)."""
         cfg = _detector_config(config)
         if watch is None:
             watch = config.watch if isinstance(config, LoopRescueConfig) else "both"
@@ -39,6 +43,8 @@ class StreamDetector:
         self.watch = watch
         self._asked = asked
         self._correction = correction
+        self._shown = shown
+        self._shown_loop = shown_loop
         self._channels: dict[Channel, ChannelDetector] = {
             ch: self._new_channel(ch) for ch in CHANNELS
         }
@@ -48,7 +54,9 @@ class StreamDetector:
     def _new_channel(self, channel: Channel) -> ChannelDetector:
         if channel != "text":
             return ChannelDetector(channel, self._cfg)
-        return ChannelDetector(channel, self._cfg, self._asked, self._correction)
+        return ChannelDetector(
+            channel, self._cfg, self._asked, self._correction, self._shown, self._shown_loop
+        )
 
     def _bind(self) -> None:
         self._watched = {ch: det for ch, det in self._channels.items() if self.watches(ch)}

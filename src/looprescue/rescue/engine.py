@@ -84,8 +84,9 @@ from .sanitize import HistoryCache, HistoryCut, sanitize_history
 _UNLIMITED = 1 << 62
 _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
 # rules after whose cut the response finishes instead of resuming: the answer is whole
-# (overrun), or the continuation copies its correction, which a new one would repeat (parrot)
-FINISHING_RULES = frozenset({"overrun", "parrot"})
+# (overrun), or the continuation copies its correction (parrot) or the answer shown before it
+# (restate), which a new one, sent the same, would repeat
+FINISHING_RULES = frozenset({"overrun", "parrot", "restate"})
 _WATCHED: dict[str, frozenset[str]] = {
     "both": frozenset({"reasoning", "text"}),
     "reasoning": frozenset({"reasoning"}),
@@ -196,6 +197,11 @@ class RescueEngine:
         # the numbered ranges the client's latest message asks for bound the answer's lists
         self._asked = asked_ranges(latest_prompt(request_body))
         self._correction: tuple[str, ...] = ()  # the last continuation's (rules.parrot)
+        # what a continuation's answer must not write again (rules.restate): the answer the
+        # client has, and the kept copy of the last loop cut out of it
+        self._shown = ""
+        self._shown_loop = ""
+        self._loop_copy = ""
         self._detector_factory = detector_factory or self._default_detector
         self._watched = _WATCHED[config.watch]
         self._acting = config.mode != "observe"
@@ -254,7 +260,12 @@ class RescueEngine:
         from ..detect import StreamDetector
 
         return StreamDetector(
-            self.config, watch=self.config.watch, asked=self._asked, correction=self._correction
+            self.config,
+            watch=self.config.watch,
+            asked=self._asked,
+            correction=self._correction,
+            shown=self._shown,
+            shown_loop=self._shown_loop,
         )
 
     # ------------------------------------------------------------------ public API
@@ -623,11 +634,14 @@ class RescueEngine:
                 out += self._emit_text(item.up_index, item.channel, item.text)
             else:
                 out += self._emit_event(item)  # type: ignore[arg-type]
+        onset = min(hit.loop_start, point.keep_to)
         if channel == "reasoning":
             # the continuation carries the reasoning from before the loop, none of the loop
             base = attempt.visible_base["reasoning"]
-            onset = min(hit.loop_start, point.keep_to)
             self._loop_spans.append((base + onset, base + point.keep_to))
+            self._loop_copy = ""
+        else:
+            self._loop_copy = text[onset : point.keep_to]
 
         if action is CutAction.DEFER:
             attempt.suppressed.add(up_index)
@@ -696,6 +710,7 @@ class RescueEngine:
         # the continuation's answer must not copy the correction it is sent
         kept_text, tools = correction_inputs(self.request_body, kept)
         self._correction = notes.correction_sentences(summary, kept_text, self.lang, tools)
+        self._shown, self._shown_loop = kept.text, self._loop_copy
         self._attempt = _Attempt(number, self._detector_factory(), self._visible_chars)
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1

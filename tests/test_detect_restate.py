@@ -1,0 +1,228 @@
+"""Rule ``restate``: a continuation's answer writing again what the client already has."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from looprescue.config import load_config
+from looprescue.corpus import random_deltas
+from looprescue.detect import StreamDetector
+from looprescue.detect.rules.restate import units_of
+
+CONFIG = load_config(None, {})
+
+# What SmolLM2 answered before its loop was cut (the client has it) ...
+EMAIL = (
+    "Subject: Request for a Meeting\n\n"
+    "Dear Ms. Chen,\n\n"
+    "I am writing to ask whether you could meet me next Tuesday to go over the budget. "
+    "I would like to agree on the figures before the review on Friday.\n\n"
+    "Thank you for your time.\n\n"
+    "Best regards,\n\n"
+)
+# ... and what its continuation wrote: the email again, from its first line.
+RESTART = (
+    "Subject: Request for a Meeting\n\n"
+    "Dear Ms. Chen,\n\n"
+    "I am writing to ask whether you could meet me next Tuesday to go over the numbers. "
+)
+GOES_ON = (
+    "Tom\n\nP.S. If Tuesday does not suit you, Wednesday morning would work as well, "
+    "and I can bring the spreadsheets printed out.\n"
+)
+
+
+def judge(
+    text: str, shown: str, seed: int = 0, channel: str = "text", loop: str = "", high: int = 6
+) -> tuple:
+    """(hit, the most chars the watermark released)."""
+    detector = StreamDetector(CONFIG, watch="both", shown=shown, shown_loop=loop)
+    released = 0
+    for delta in random_deltas(text, random.Random(seed), 1, high):
+        hit = detector.feed(channel, delta)
+        if hit is not None:
+            return hit, released
+        safe = detector.safe_offset(channel)
+        assert safe >= released
+        released = safe
+    hit = detector.flush(channel)
+    return hit, (released if hit is not None else len(text))
+
+
+def test_units_are_the_sentences_and_lines_that_say_something() -> None:
+    assert units_of(EMAIL) == [
+        "Subject: Request for a Meeting",
+        "I am writing to ask whether you could meet me next Tuesday to go over the budget.",
+        "I would like to agree on the figures before the review on Friday.",
+        "Thank you for your time.",
+    ]
+    assert units_of("```python\nreturn x\n}\n------------------------\n") == []
+    # a CJK char counts twice: ten of them say as much as twenty letters
+    assert units_of("数据会按顺序发送出去。") == ["数据会按顺序发送出去。"]
+    assert units_of("数据按顺序发送。") == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40))
+def test_a_restart_is_cut_at_the_continuations_start_and_never_shown(seed: int, high: int) -> None:
+    hit, released = judge(RESTART, EMAIL, seed, high=high)
+    assert hit is not None and hit.rule == "restate"
+    assert hit.prune_offset == hit.loop_start == 0
+    assert released == 0
+    assert hit.evidence == "Subject: Request for a Meeting"
+
+
+def test_a_continuation_that_goes_on_is_left_alone_and_released() -> None:
+    hit, released = judge(GOES_ON, EMAIL)
+    assert hit is None and released == len(GOES_ON)
+
+
+def test_restating_the_last_sentence_before_going_on_is_no_restart() -> None:
+    text = "Thank you for your time.\n\n" + GOES_ON
+    shown = EMAIL.removesuffix("Best regards,\n\n")
+    hit, _ = judge(text, shown)
+    assert hit is None
+
+
+def test_the_last_sentence_followed_by_an_earlier_one_is_a_restart() -> None:
+    shown = EMAIL.removesuffix("Best regards,\n\n")
+    text = "Thank you for your time.\n\nSubject: Request for a Meeting\n\n" + GOES_ON
+    hit, released = judge(text, shown)
+    assert hit is not None and hit.prune_offset == 0 and released == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_two_restated_sentences_in_a_row_later_on_are_cut_where_they_begin(seed: int) -> None:
+    new = "Wednesday morning would work as well, if that suits you better. "
+    block = (
+        "I am writing to ask whether you could meet me next Tuesday to go over the budget. "
+        "I would like to agree on the figures before the review on Friday. "
+    )
+    text = new + block + "See you then."
+    hit, released = judge(text, EMAIL, seed)
+    assert hit is not None and hit.prune_offset == len(new)
+    assert released <= hit.prune_offset
+
+
+def test_one_restated_sentence_later_on_is_a_quotation() -> None:
+    text = (
+        "Wednesday morning would work as well, if that suits you better. "
+        "Thank you for your time. As for the agenda, the budget comes first and the hiring "
+        "plan second.\n"
+    )
+    hit, released = judge(text, EMAIL)
+    assert hit is None and released == len(text)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_the_kept_copy_of_the_loop_said_again_is_the_loop_resuming(seed: int) -> None:
+    loop = "你可以在这里提供一个邮件，我可以在这里提供一个邮件。"
+    shown = "下面是请假邮件的写法。\n\n" + loop
+    # at the start: the shown answer's last sentence, but it is the loop's copy
+    hit, released = judge(loop + "经理您好，我想请两天假。", shown, seed, loop=loop)
+    assert hit is not None and hit.prune_offset == 0 and released == 0
+    # later on: cut where it begins
+    text = "经理您好，我因家中有事，想在下周一和周二请两天假。" + loop
+    hit, released = judge(text, shown, seed, loop=loop)
+    assert hit is not None and hit.prune_offset == text.index(loop)
+    assert released <= hit.prune_offset
+
+
+def test_a_code_block_written_again_is_a_restart() -> None:
+    shown = (
+        "```python\nimport requests\n\ndef count_words(url: str) -> int:\n"
+        "    response = requests.get(url, timeout=10)\n"
+    )
+    text = (
+        "```python\ndef count_words(url: str) -> int:\n"
+        "    response = requests.get(url, timeout=10)\n    return len(response.text.split())\n```\n"
+    )
+    hit, released = judge(text, shown)
+    assert hit is not None and hit.prune_offset == 0 and released == 0
+
+
+def test_short_lines_are_neither_restated_nor_new() -> None:
+    shown = "Best regards,\n}\nOK.\n" + EMAIL
+    text = "Best regards,\n}\nOK.\n" + GOES_ON
+    hit, released = judge(text, shown)
+    assert hit is None and released == len(text)
+
+
+@pytest.mark.parametrize("shown", ["", EMAIL])
+def test_reasoning_and_first_answers_are_never_judged(shown: str) -> None:
+    hit, _ = judge(RESTART, shown, channel="reasoning")
+    assert hit is None
+    hit, _ = judge(EMAIL + EMAIL, "")  # no shown answer: not a continuation
+    assert hit is None or hit.rule != "restate"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 12))
+def test_any_chunking_gives_the_same_hit(seed: int, high: int) -> None:
+    text = GOES_ON + RESTART
+    whole = StreamDetector(CONFIG, watch="both", shown=EMAIL)
+    expected = whole.feed("text", text) or whole.flush("text")
+    hit, _ = judge(text, EMAIL, seed, high=high)
+    assert hit == expected
+
+
+def test_a_continuation_of_short_lines_is_not_held_for_long() -> None:
+    fruits = [
+        "apple",
+        "pear",
+        "plum",
+        "fig",
+        "kiwi",
+        "lime",
+        "lemon",
+        "mango",
+        "melon",
+        "peach",
+        "grape",
+        "cherry",
+    ]
+    text = "".join(f"- {fruit}\n" for fruit in fruits)
+    detector = StreamDetector(CONFIG, watch="both", shown=EMAIL)
+    detector.feed("text", text[:40])  # six short lines
+    assert detector.safe_offset("text") > 0
+    assert (detector.feed("text", text[40:]) or detector.flush("text")) is None
+
+
+PIECES = [
+    *units_of(EMAIL),
+    "Best regards,",
+    "}",
+    "```",
+    "Wednesday morning would work as well, if that suits you better.",
+    "The spreadsheets are on the shared drive under budget/2026.",
+    "数据会按顺序发送出去。",
+    "Subject:" + " " * 300 + "Request for a Meeting",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(PIECES), st.sampled_from([" ", "\n", "\n\n", "  \n"])),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(0, 10_000),
+    st.integers(1, 30),
+)
+def test_the_watermark_never_passes_the_cut_and_any_chunking_agrees(
+    pieces: list[tuple[str, str]], seed: int, high: int
+) -> None:
+    text = "".join(piece + gap for piece, gap in pieces)
+    whole = StreamDetector(CONFIG, watch="both", shown=EMAIL, shown_loop=units_of(EMAIL)[-1])
+    expected = whole.feed("text", text) or whole.flush("text")
+    hit, released = judge(text, EMAIL, seed, loop=units_of(EMAIL)[-1], high=high)
+    assert hit == expected
+    if hit is not None:
+        assert released <= hit.prune_offset
