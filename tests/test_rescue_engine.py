@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import re
@@ -732,3 +733,26 @@ def test_a_continuation_that_picks_up_where_the_answer_stopped_goes_on() -> None
     rest = "I would like to agree on the figures before the review on Friday.\n\nBest,\nTom\n"
     second = run(engine, Script(text=rest).events("msg_2"))
     assert second.content("text") == rest and engine.stats.detections == 1
+
+
+@pytest.mark.parametrize("mode", ["rescue", "observe"])
+def test_a_finished_response_leaves_no_reference_cycles(mode: str) -> None:
+    """An engine and its detectors are freed by reference counting as soon as the response is
+    done: as cyclic garbage they would wait for the cycle collector, whose full passes walk
+    the state of every stream in flight."""
+    looping = EMAIL_OPENING + "Keywords: Teamwork, Project Management, " * 40
+    rest = "I would like to agree on the figures before the review on Friday.\n"
+    gc.collect()
+    gc.disable()
+    try:
+        engine = engine_for(LoopRescueConfig(mode=mode))
+        result = run(
+            engine,
+            Script(reasoning="Plan it.", text=looping).events(),
+            [Script(text=rest).events("msg_2")],
+        )
+        assert engine.done and engine.stats.detections == 1
+        del engine, result
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

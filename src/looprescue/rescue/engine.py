@@ -163,7 +163,7 @@ class _Attempt:
         return joined
 
 
-Handler = Callable[[Any], list[EngineOutput]]
+Handler = Callable[["RescueEngine", Any], list[EngineOutput]]
 
 
 class RescueEngine:
@@ -202,7 +202,7 @@ class RescueEngine:
         self._shown = ""
         self._shown_loop = ""
         self._loop_copy = ""
-        self._detector_factory = detector_factory or self._default_detector
+        self._detector_factory = detector_factory  # None: the default StreamDetector
         self._watched = _WATCHED[config.watch]
         self._acting = config.mode != "observe"
         # True while channel text waits for the end of a batch of events to be judged
@@ -210,7 +210,7 @@ class RescueEngine:
         self._more = False
         self._visible: dict[str, list[str]] = {"reasoning": [], "text": []}
         self._visible_chars = {"reasoning": 0, "text": 0}
-        self._attempt = _Attempt(0, self._detector_factory(), self._visible_chars)
+        self._attempt = _Attempt(0, self._new_detector(), self._visible_chars)
         self._blocks = ClientBlocks()
         self._earlier_output_tokens = 0  # as the upstream reported them (passed on at the end)
         self._spent_tokens = 0  # earlier attempts' output, estimated where unreported
@@ -218,45 +218,12 @@ class RescueEngine:
         self._loops_acted_on = 0
         # spans of the visible reasoning that belong to a loop (its kept copy): never sent back
         self._loop_spans: list[tuple[int, int]] = []
-        self._handlers: dict[EngineState, dict[type, Handler]] = {
-            EngineState.AWAITING_START: {
-                MessageStarted: self._on_message_started,
-                Ping: self._ignore,
-                UpstreamFailed: self._on_failure,
-                ResumeTimedOut: self._ignore,
-            },
-            EngineState.STREAMING: {
-                BlockStarted: self._on_block_started,
-                ReasoningDelta: self._on_channel_delta,
-                TextDelta: self._on_channel_delta,
-                ToolArgsDelta: self._on_queued_event,
-                SignatureDelta: self._on_queued_event,
-                BlockStopped: self._on_block_stopped,
-                UsageReported: self._on_usage,
-                FinishReported: self._on_finish_reported,
-                MessageEnded: self._on_message_ended,
-                Ping: self._on_ping,
-                UpstreamFailed: self._on_failure,
-                ResumeTimedOut: self._ignore,
-            },
-            EngineState.RESUMING: {
-                MessageStarted: self._on_resume_started,
-                Ping: self._on_ping,
-                UpstreamFailed: self._on_resume_failed,
-                ResumeTimedOut: self._on_resume_failed,
-            },
-            EngineState.DONE: {},
-        }
-        # What an event the table does not list means in each state.
-        self._fallbacks: dict[EngineState, Handler] = {
-            EngineState.AWAITING_START: self._on_out_of_order,
-            EngineState.STREAMING: self._on_out_of_order,
-            EngineState.RESUMING: self._ignore,  # leftovers of the stream that was just closed
-            EngineState.DONE: self._ignore,
-        }
         self.state = EngineState.AWAITING_START
 
-    def _default_detector(self) -> Any:
+    def _new_detector(self) -> Any:
+        factory = self._detector_factory
+        if factory is not None:
+            return factory()
         from ..detect import StreamDetector
 
         return StreamDetector(
@@ -278,8 +245,8 @@ class RescueEngine:
     def state(self, state: EngineState) -> None:
         # the state's handler table, looked up once per change instead of once per event
         self._state = state
-        self._table = self._handlers[state]
-        self._fallback = self._fallbacks[state]
+        self._table = _HANDLERS[state]
+        self._fallback = _FALLBACKS[state]
 
     @property
     def done(self) -> bool:
@@ -338,12 +305,12 @@ class RescueEngine:
         handler = self._table.get(type(event)) or self._fallback
         if not self._release_due:
             self._more = more
-            out = handler(event)
+            out = handler(self, event)
         else:
             # anything but more channel text first lets out what the run before it cleared
             out = [] if type(event) in _CHANNEL_DELTAS else self._settle()
             self._more = more
-            out += handler(event)
+            out += handler(self, event)
         if self._release_due and not more:
             out += self._settle()
         return out
@@ -711,7 +678,7 @@ class RescueEngine:
         kept_text, tools = correction_inputs(self.request_body, kept)
         self._correction = notes.correction_sentences(summary, kept_text, self.lang, tools)
         self._shown, self._shown_loop = kept.text, self._loop_copy
-        self._attempt = _Attempt(number, self._detector_factory(), self._visible_chars)
+        self._attempt = _Attempt(number, self._new_detector(), self._visible_chars)
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1
         self.state = EngineState.RESUMING
@@ -785,6 +752,46 @@ class RescueEngine:
         self.state = EngineState.DONE
         self.stats.upstream_errors.append(_error_label(failure))
         return [EmitError(failure.kind, failure.message, failure.error_type, failure.status)]
+
+
+# The engine's transitions: per state, what each upstream event means (unbound methods, so
+# an engine holds no reference to itself and is freed as soon as its response is done).
+_HANDLERS: dict[EngineState, dict[type, Handler]] = {
+    EngineState.AWAITING_START: {
+        MessageStarted: RescueEngine._on_message_started,
+        Ping: RescueEngine._ignore,
+        UpstreamFailed: RescueEngine._on_failure,
+        ResumeTimedOut: RescueEngine._ignore,
+    },
+    EngineState.STREAMING: {
+        BlockStarted: RescueEngine._on_block_started,
+        ReasoningDelta: RescueEngine._on_channel_delta,
+        TextDelta: RescueEngine._on_channel_delta,
+        ToolArgsDelta: RescueEngine._on_queued_event,
+        SignatureDelta: RescueEngine._on_queued_event,
+        BlockStopped: RescueEngine._on_block_stopped,
+        UsageReported: RescueEngine._on_usage,
+        FinishReported: RescueEngine._on_finish_reported,
+        MessageEnded: RescueEngine._on_message_ended,
+        Ping: RescueEngine._on_ping,
+        UpstreamFailed: RescueEngine._on_failure,
+        ResumeTimedOut: RescueEngine._ignore,
+    },
+    EngineState.RESUMING: {
+        MessageStarted: RescueEngine._on_resume_started,
+        Ping: RescueEngine._on_ping,
+        UpstreamFailed: RescueEngine._on_resume_failed,
+        ResumeTimedOut: RescueEngine._on_resume_failed,
+    },
+    EngineState.DONE: {},
+}
+# What an event the table does not list means in each state.
+_FALLBACKS: dict[EngineState, Handler] = {
+    EngineState.AWAITING_START: RescueEngine._on_out_of_order,
+    EngineState.STREAMING: RescueEngine._on_out_of_order,
+    EngineState.RESUMING: RescueEngine._ignore,  # leftovers of the stream that was just closed
+    EngineState.DONE: RescueEngine._ignore,
+}
 
 
 def _error_label(failure: UpstreamFailed) -> str:
