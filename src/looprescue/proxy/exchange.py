@@ -21,7 +21,7 @@ decides the same for any chunking, and a loop is recorded at most one batch late
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..rescue.engine import RescueEngine
@@ -52,16 +52,23 @@ WATCH_BATCH_BYTES = 4096
 _FRAME_ENDS = (b"\n\n", b"\n\r\n", b"\r\r")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Step:
     """What to do after feeding the exchange, in this order: write ``client``, store ``save``,
     write ``audit``, send ``request`` when set. (Whether the response just read is closed or
     drained is the exchange's ``reading`` and ``hung_up``.)"""
 
-    client: bytes = b""
-    request: SendRequest | None = None
-    save: Any = None  # ConversationState snapshot
-    audit: list[AuditRecord] = field(default_factory=list)
+    client: bytes
+    request: SendRequest | None
+    save: Any  # ConversationState snapshot
+    audit: list[AuditRecord]
+
+    def __init__(self) -> None:
+        # one per upstream read: written out, not generated (see ``rescue/events.py``)
+        self.client = b""
+        self.request = None
+        self.save = None
+        self.audit = []
 
 
 class Exchange:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 Channel = Literal["reasoning", "text"]
 BlockKind = Literal["reasoning", "text", "tool_call"]
@@ -51,6 +51,11 @@ def _pick(first: int | None, second: int | None) -> int | None:
     return second if first is None else first
 
 
+# The value types made once per streamed delta (the deltas in, the client's text out) write
+# their ``__init__`` out: a dataclass's generated one is interpreted code that mypyc does not
+# compile, about 300 ns a value where the written one takes 25. ``Final`` fields keep them
+# read-only where compiled, as ``frozen`` keeps the others.
+
 # --------------------------------------------------------------------------- inbound
 
 
@@ -72,28 +77,44 @@ class BlockStarted:
     tool_name: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class ReasoningDelta:
-    index: int
-    text: str
+    index: Final[int]
+    text: Final[str]
+
+    def __init__(self, index: int, text: str) -> None:
+        self.index = index
+        self.text = text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class TextDelta:
-    index: int
-    text: str
+    index: Final[int]
+    text: Final[str]
+
+    def __init__(self, index: int, text: str) -> None:
+        self.index = index
+        self.text = text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class ToolArgsDelta:
-    index: int
-    fragment: str
+    index: Final[int]
+    fragment: Final[str]
+
+    def __init__(self, index: int, fragment: str) -> None:
+        self.index = index
+        self.fragment = fragment
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class SignatureDelta:
-    index: int
-    signature: str
+    index: Final[int]
+    signature: Final[str]
+
+    def __init__(self, index: int, signature: str) -> None:
+        self.index = index
+        self.signature = signature
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,13 +197,18 @@ class EmitBlockStart:
     tool_name: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class EmitDelta:
     """Content for client block ``index``: reasoning/text characters or tool-argument JSON."""
 
-    index: int
-    kind: BlockKind
-    text: str
+    index: Final[int]
+    kind: Final[BlockKind]
+    text: Final[str]
+
+    def __init__(self, index: int, kind: BlockKind, text: str) -> None:
+        self.index = index
+        self.kind = kind
+        self.text = text
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from .events import Channel, UpstreamEvent
 
+# Both are made once per delta: their __init__ is written out (see ``events.py``).
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class Held:
     """Channel text waiting in the queue; ``start`` is its offset in the channel."""
 
@@ -25,18 +28,29 @@ class Held:
     start: int
     text: str
 
+    def __init__(self, up_index: int, channel: Channel, start: int, text: str) -> None:
+        self.up_index = up_index
+        self.channel = channel
+        self.start = start
+        self.text = text
+
     @property
     def end(self) -> int:
         return self.start + len(self.text)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Released:
     """A run of text of one upstream block that may go to the client now."""
 
-    up_index: int
-    channel: Channel
-    text: str
+    up_index: Final[int]
+    channel: Final[Channel]
+    text: Final[str]
+
+    def __init__(self, up_index: int, channel: Channel, text: str) -> None:
+        self.up_index = up_index
+        self.channel = channel
+        self.text = text
 
 
 Item = Released | UpstreamEvent
