@@ -8,11 +8,16 @@ from typing import Any
 
 import orjson
 
+# bound once: compiled code would look the attribute up on the module at every call
+_orjson_loads = orjson.loads
+_orjson_dumps = orjson.dumps
+_OrjsonError = orjson.JSONDecodeError
+
 
 def loads(data: str | bytes) -> Any:
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
+        return _orjson_loads(data)
+    except _OrjsonError:
         # raises ValueError with the standard message when invalid; NaN/Infinity stay invalid
         return json.loads(data, parse_constant=_no_constant)
 
@@ -20,7 +25,7 @@ def loads(data: str | bytes) -> Any:
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON (no spaces, non-ASCII kept), key order preserved."""
     try:
-        return orjson.dumps(value)
+        return _orjson_dumps(value)
     except TypeError:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
             "utf-8", "surrogatepass"

@@ -8,7 +8,8 @@ line longer than the limit) raises :class:`SSEError` naming the frame and byte o
 from __future__ import annotations
 
 import codecs
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Final
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024
 
@@ -17,14 +18,22 @@ class SSEError(ValueError):
     """The byte stream is not valid SSE; the message names the frame number and byte offset."""
 
 
-class SSEEvent(NamedTuple):
-    """One dispatched event. ``event`` is None when the frame had no ``event:`` line (a named
-    tuple: one is made per upstream frame, and a tuple is the cheapest value to make)."""
+@dataclass(slots=True, init=False, unsafe_hash=True)
+class SSEEvent:
+    """One dispatched event. ``event`` is None when the frame had no ``event:`` line. (One is
+    made per upstream frame, so its ``__init__`` is written out: see ``rescue/events.py``; a
+    named tuple's ``__new__`` is interpreted code too.)"""
 
-    event: str | None
-    data: str
-    id: str | None
-    number: int  # 1-based count of dispatched events, for error messages
+    event: Final[str | None]
+    data: Final[str]
+    id: Final[str | None]
+    number: Final[int]  # 1-based count of dispatched events, for error messages
+
+    def __init__(self, event: str | None, data: str, id: str | None, number: int) -> None:
+        self.event = event
+        self.data = data
+        self.id = id
+        self.number = number
 
     def describe(self) -> str:
         return f"SSE event #{self.number}" + (f" ({self.event})" if self.event else "")
