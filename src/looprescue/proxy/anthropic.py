@@ -44,9 +44,18 @@ from ..rescue.events import (
 )
 from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
+from .frames import (
+    AnthropicBlockDelta,
+    AnthropicInputJsonDelta,
+    AnthropicTextDelta,
+    AnthropicThinkingDelta,
+    FrameMismatch,
+    decode_anthropic_block_delta,
+)
 from .history import anthropic_history
 from .sse import SSEEvent
 from .wire import (
+    MAX_INDEX,
     Malformed,
     Wire,
     check_messages,
@@ -193,6 +202,17 @@ class AnthropicDecoder:
     """Upstream SSE events -> engine events. Errors become :class:`UpstreamFailed`."""
 
     def decode(self, sse: SSEEvent) -> list[UpstreamEvent]:
+        if sse.event == "content_block_delta":
+            # most frames of a stream: decoded typed in one pass (``frames.py``); a frame of
+            # another shape goes the general way below, which names what is wrong with it
+            try:
+                frame = decode_anthropic_block_delta(sse.data)
+            except FrameMismatch:
+                pass
+            else:
+                events = _typed_block_delta(frame)
+                if events is not None:
+                    return events
         try:
             data = jsonfast.loads(sse.data)
         except ValueError as err:
@@ -276,6 +296,22 @@ def _block_start(index: int, block: Mapping[str, Any]) -> list[UpstreamEvent]:
             out.append(ToolArgsDelta(index, json.dumps(initial, ensure_ascii=False)))
         return out
     raise Malformed(f"unsupported content block type {block_type!r}")
+
+
+def _typed_block_delta(frame: AnthropicBlockDelta) -> list[UpstreamEvent] | None:
+    """The events of a typed block delta; None when its index is out of range (the general
+    path says so)."""
+    index = frame.index
+    if not 0 <= index < MAX_INDEX:
+        return None
+    delta = frame.delta
+    if isinstance(delta, AnthropicTextDelta):
+        return [TextDelta(index, delta.text)]
+    if isinstance(delta, AnthropicThinkingDelta):
+        return [ReasoningDelta(index, delta.thinking)]
+    if isinstance(delta, AnthropicInputJsonDelta):
+        return [ToolArgsDelta(index, delta.partial_json)]
+    return [SignatureDelta(index, delta.signature)]
 
 
 def _block_delta(index: int, delta: Mapping[str, Any]) -> list[UpstreamEvent]:

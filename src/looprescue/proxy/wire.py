@@ -146,11 +146,15 @@ def count(value: Any) -> int | None:
     return None
 
 
+# Indices of blocks, choices and tool calls are below this (2 ** 20).
+MAX_INDEX = 1 << 20
+
+
 def index_of(data: Mapping[str, Any], key: str = "index") -> int:
     """A block / choice / tool-call index; anything but a small non-negative integer is
     malformed (``Infinity``, ``1.5``, ``"0"``, ``true``)."""
     value = data.get(key)
-    if type(value) is not int or not 0 <= value < 1 << 20:  # bool is a subclass: excluded
+    if type(value) is not int or not 0 <= value < MAX_INDEX:  # bool is a subclass: excluded
         raise Malformed(f"{key} must be a small non-negative integer, got {_short(value)}")
     return value
 

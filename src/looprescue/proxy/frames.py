@@ -1,0 +1,49 @@
+"""Typed views of the frame a streamed answer is mostly made of: one delta of one block.
+
+A stream is hundreds of these, so they are decoded by msgspec straight into small typed
+values in one C pass, checking each field's type on the way, where the general path
+(``jsonfast.loads`` into dicts, then each field looked up and checked) builds two dicts and
+looks every key up again. Only the common shapes are described; anything else (another event,
+an unknown delta type, a field of the wrong type, JSON orjson reads but msgspec does not) fails
+here and goes the general way, which decides what it means and names what is wrong. Decoding
+the bench's Anthropic text delta: about 390 ns with msgspec against 930 ns for orjson plus the
+dict lookups (one process, timeit).
+
+Not compiled with mypyc (``setup.py``): msgspec reads these classes' annotations at import, and
+the compiled module is only the caller.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class AnthropicTextDelta(msgspec.Struct, tag="text_delta", tag_field="type"):
+    text: str
+
+
+class AnthropicThinkingDelta(msgspec.Struct, tag="thinking_delta", tag_field="type"):
+    thinking: str
+
+
+class AnthropicInputJsonDelta(msgspec.Struct, tag="input_json_delta", tag_field="type"):
+    partial_json: str
+
+
+class AnthropicSignatureDelta(msgspec.Struct, tag="signature_delta", tag_field="type"):
+    signature: str
+
+
+class AnthropicBlockDelta(msgspec.Struct, tag="content_block_delta", tag_field="type"):
+    index: int
+    delta: (
+        AnthropicTextDelta
+        | AnthropicThinkingDelta
+        | AnthropicInputJsonDelta
+        | AnthropicSignatureDelta
+    )
+
+
+# raises msgspec.MsgspecError (DecodeError, ValidationError) for anything else
+decode_anthropic_block_delta = msgspec.json.Decoder(AnthropicBlockDelta).decode
+FrameMismatch = msgspec.MsgspecError
