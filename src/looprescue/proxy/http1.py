@@ -284,9 +284,9 @@ class Http1Response:
     async def next_chunk(self) -> bytes:
         while (item := self._take()) is None:
             await self._wait()
-        if type(item) is bytes:
-            return item
-        raise item
+        if isinstance(item, UpstreamError):
+            raise item
+        return item
 
     async def pump(self, feed: Callable[[bytes | UpstreamError], T | None]) -> T:
         """Hand the body to ``feed`` piece by piece as :meth:`next_chunk` would return it

@@ -551,10 +551,10 @@ class HttpServer:
         self._stop = asyncio.Event()
         lifespan = _Lifespan(self.app, self.state)
         await lifespan.startup()
-        servers = [
-            await loop.create_server(lambda: HttpConnection(self), sock=sock, backlog=4096)
-            for sock in sockets
-        ]
+        servers = []
+        for sock in sockets:
+            server = await loop.create_server(lambda: HttpConnection(self), sock=sock, backlog=4096)
+            servers.append(server)
         if signals:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, self.stop)
