@@ -80,6 +80,7 @@ def general(data: str) -> list:
     '{"type":"content_block_delta","index":0,"index":2,"delta":{"type":"text_delta","text":"a"}}'
 )
 @example('{"type":"message_delta","delta":{"stop_reason":"end_turn"}}')
+@example('{"index":0,"delta":{"type":"signature_delta","signature":""}}')  # no type of its own
 def test_a_named_block_delta_decodes_as_the_general_path_decodes_it(data: str) -> None:
     typed = AnthropicDecoder().decode(SSEEvent("content_block_delta", data, None, 7))
     expected = general(data)

@@ -299,10 +299,10 @@ def _block_start(index: int, block: Mapping[str, Any]) -> list[UpstreamEvent]:
 
 
 def _typed_block_delta(frame: AnthropicBlockDelta) -> list[UpstreamEvent] | None:
-    """The events of a typed block delta; None when its index is out of range (the general
-    path says so)."""
+    """The events of a typed block delta; None when it is not one after all, or its index is out
+    of range (the general path says so)."""
     index = frame.index
-    if not 0 <= index < MAX_INDEX:
+    if frame.type != "content_block_delta" or not 0 <= index < MAX_INDEX:
         return None
     delta = frame.delta
     if isinstance(delta, AnthropicTextDelta):

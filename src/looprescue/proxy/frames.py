@@ -34,7 +34,8 @@ class AnthropicSignatureDelta(msgspec.Struct, tag="signature_delta", tag_field="
     signature: str
 
 
-class AnthropicBlockDelta(msgspec.Struct, tag="content_block_delta", tag_field="type"):
+class AnthropicBlockDelta(msgspec.Struct):
+    type: str  # a plain field: a lone tagged struct would not require its tag
     index: int
     delta: (
         AnthropicTextDelta
