@@ -74,3 +74,7 @@ class RequestClock:
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self._start
+
+    def seconds_at(self, monotonic: float) -> float:
+        """Seconds from the request's start to ``monotonic`` (a ``time.monotonic()`` reading)."""
+        return monotonic - self._start

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from ..rescue.events import ResumeTimedOut, SendRequest, UpstreamFailed
 from . import jsonfast
 from .audit import AuditLog, RequestClock
 from .exchange import Exchange, Step
+from .feed import DirectFeed, feed_item
 from .state import StateStore
 from .upstream import Transport, UpstreamError, UpstreamResponse
 
@@ -117,17 +119,20 @@ class ExchangeDriver:
         a cut, a client that lags)."""
         exchange = self.exchange
         current: UpstreamResponse | None = response
+        feed = DirectFeed(exchange, direct, time.monotonic) if direct is not None else None
         while current is not None:
-            pump = getattr(current, "pump", None) if direct is not None else None
-            if pump is not None:
-                step = await pump(lambda item: self._feed_now(item, direct))
+            pump = getattr(current, "pump", None)
+            if feed is not None and pump is not None:
+                step = await pump(feed)
+                if self.first_byte_s is None and feed.first_write_at is not None:
+                    self.first_byte_s = self.clock.seconds_at(feed.first_write_at)
             else:
                 try:
                     chunk = await current.next_chunk()
                 except UpstreamError as err:
-                    step = self._feed_item(err)
+                    step = feed_item(exchange, err)
                 else:
-                    step = self._feed_item(chunk)
+                    step = feed_item(exchange, chunk)
             if step.save is not None or step.audit:
                 await self.carry_out(step)
             if step.client:
@@ -156,28 +161,6 @@ class ExchangeDriver:
                 if current is not None and not exchange.reading:
                     await self.release(current)
                     current = None
-
-    def _feed_item(self, item: bytes | UpstreamError) -> Step:
-        """The step of what the upstream response's body gave."""
-        exchange = self.exchange
-        if isinstance(item, UpstreamError):
-            return exchange.fail(UpstreamFailed(_failure_kind(item), item.message))
-        return exchange.feed_bytes(item) if item else exchange.upstream_ended()
-
-    def _feed_now(
-        self, item: bytes | UpstreamError, direct: Callable[[bytes], bool]
-    ) -> Step | None:
-        """:meth:`_feed_item` from the upstream read: None when all it took was writing
-        client bytes (and ``direct`` did), else the step for :meth:`stream` to carry out."""
-        step = self._feed_item(item)
-        if step.save is not None or step.audit or not self.exchange.reading:
-            return step
-        if step.client:
-            if not direct(step.client):
-                return step
-            if self.first_byte_s is None:
-                self.first_byte_s = self.clock.elapsed_s()
-        return None
 
     async def _resume(self, request: SendRequest) -> tuple[UpstreamResponse | None, Step]:
         """Send a continuation and feed its first bytes (at most ``resumeTimeoutMs`` away)."""
@@ -233,10 +216,6 @@ class ExchangeDriver:
             _, step = await self._resume(step.request)
             await self.carry_out(step)
         return exchange.whole_response()
-
-
-def _failure_kind(err: UpstreamError) -> Any:
-    return "stall" if err.kind == "stall" else "transport"
 
 
 def gateway_status(err: UpstreamError) -> int:

@@ -1,0 +1,52 @@
+"""The hand-off of each upstream read to an exchange, and of its client bytes to the client.
+
+This runs once per network read of every rescued stream, so it is compiled with the exchange
+(``setup.py``); the driver that owns it (``driver.py``) is an async generator, which mypyc does
+not compile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..rescue.events import UpstreamFailed
+from .exchange import Exchange, Step
+from .upstream import UpstreamError
+
+
+def feed_item(exchange: Exchange, item: bytes | UpstreamError) -> Step:
+    """The step of what the upstream response's body gave: bytes, its end (``b""``) or its
+    failure."""
+    if isinstance(item, UpstreamError):
+        if item.kind == "stall":
+            return exchange.fail(UpstreamFailed("stall", item.message))
+        return exchange.fail(UpstreamFailed("transport", item.message))
+    return exchange.feed_bytes(item) if item else exchange.upstream_ended()
+
+
+class DirectFeed:
+    """What an upstream response pumps its reads into while the exchange only streams: each
+    read goes to the exchange, and its client bytes straight to ``direct`` (the client's
+    immediate write, False when the client lags). A step that needs more (state to store, audit
+    records, the end, a cut, a lagging client) is returned for the driver's loop to carry out;
+    None when writing was all it took."""
+
+    def __init__(
+        self, exchange: Exchange, direct: Callable[[bytes], bool], now: Callable[[], float]
+    ) -> None:
+        self.exchange = exchange
+        self.direct = direct
+        self.now = now
+        self.first_write_at: float | None = None  # ``now()`` when client bytes first went out
+
+    def __call__(self, item: bytes | UpstreamError) -> Step | None:
+        exchange = self.exchange
+        step = feed_item(exchange, item)
+        if step.save is not None or step.audit or not exchange.reading:
+            return step
+        if step.client:
+            if not self.direct(step.client):
+                return step
+            if self.first_write_at is None:
+                self.first_write_at = self.now()
+        return None
