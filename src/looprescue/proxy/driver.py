@@ -47,8 +47,20 @@ class ExchangeDriver:
     context: dict[str, Any] = field(default_factory=dict)
     clock: RequestClock = field(default_factory=RequestClock)
     resume_started_ms: int | None = None
-    first_byte_s: float | None = None  # when the first client bytes of a stream were ready
+    _first_byte_s: float | None = None  # when the first client bytes of a stream were ready
+    _feed: DirectFeed | None = None
     _open: list[UpstreamResponse] = field(default_factory=list)
+
+    @property
+    def first_byte_s(self) -> float | None:
+        """Seconds from the request's start to the first client bytes of a stream (None: none
+        went out)."""
+        feed = self._feed
+        if feed is not None and feed.first_write_at is not None:
+            written = self.clock.seconds_at(feed.first_write_at)
+            if self._first_byte_s is None or written < self._first_byte_s:
+                return written
+        return self._first_byte_s
 
     # ------------------------------------------------------------------ steps
 
@@ -119,13 +131,11 @@ class ExchangeDriver:
         a cut, a client that lags)."""
         exchange = self.exchange
         current: UpstreamResponse | None = response
-        feed = DirectFeed(exchange, direct, time.monotonic) if direct is not None else None
+        feed = self._feed = DirectFeed(exchange, direct, time.monotonic) if direct else None
         while current is not None:
             pump = getattr(current, "pump", None)
             if feed is not None and pump is not None:
                 step = await pump(feed)
-                if self.first_byte_s is None and feed.first_write_at is not None:
-                    self.first_byte_s = self.clock.seconds_at(feed.first_write_at)
             else:
                 try:
                     chunk = await current.next_chunk()
@@ -137,7 +147,7 @@ class ExchangeDriver:
                 await self.carry_out(step)
             if step.client:
                 if self.first_byte_s is None:
-                    self.first_byte_s = self.clock.elapsed_s()
+                    self._first_byte_s = self.clock.elapsed_s()
                 yield step.client
             if exchange.reading:
                 continue
