@@ -8,15 +8,16 @@ one that counts on past it.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 # Ranges of fewer items bound no list worth watching ("1-2 paragraphs", "3-5 examples"): a
 # model that writes a few more items than asked is not stuck.
-MIN_ASKED_ITEMS = 5
-MAX_ASKED = 100_000
+MIN_ASKED_ITEMS: Final = 5
+MAX_ASKED: Final = 100_000
 
 # start and end with the same name in front of both ("task_1 to task_10", ".row-1 through
 # .row-40"), or none; the end is a whole number (not a date's month, not a version's part)
-_RANGE = re.compile(
+_RANGE: Final = re.compile(
     r"(?<![\w.])(?P<name>[A-Za-z_.\-]{0,24}?)(?P<start>\d{1,6})\s*"
     r"(?:to|through|thru|until|-|–|—|~|～|到|至)\s*"
     r"(?P=name)(?P<end>\d{1,6})(?![\d.]\d|[\w])",

@@ -12,34 +12,23 @@ list of numbers that folding shortened (one entry per multi-digit number).
 
 from __future__ import annotations
 
-import codecs
 import re
 from bisect import bisect_right
+from typing import Final
+
+from looprescue.detect.text import any_char_in
 
 # Digits of one number; a longer digit run is not a number that counts up but digits repeated.
-NUMBER_DIGITS = 8
-_NUMBERS = re.compile(rf"(?<![0-9])[0-9]{{1,{NUMBER_DIGITS}}}")
-_DIGIT_HEAD = re.compile(r"[0-9]+")
+NUMBER_DIGITS: Final = 8
+_NUMBERS: Final = re.compile(rf"(?<![0-9])[0-9]{{1,{NUMBER_DIGITS}}}")
+_DIGIT_HEAD: Final = re.compile(r"[0-9]+")
 # Pieces up to this long are first checked for having no number at all (see _append_folded).
-SHORT_PIECE = 16
-_DIGIT_TAIL = re.compile(r"[0-9]+$")
+SHORT_PIECE: Final = 16
+_DIGIT_TAIL: Final = re.compile(r"[0-9]+$")
 # An ordinal suffix, letter by letter: the first letter after a number, then the second.
-_ORDINAL_FIRST = frozenset("snrt")  # st, nd, rd, th
-_ORDINAL_SECOND = frozenset("tdh")
-_ORDINAL = re.compile(r"(?<=[0-9])[snrt][tdh]?")
-
-
-def _fold_to_byte(err: UnicodeError) -> tuple[bytes, int]:
-    # Chars beyond Latin-1 become one byte each (the low seven bits of the code point, with the
-    # high bit set), so the byte view has exactly one byte per char; a collision only yields a
-    # candidate that is then checked against the real text.
-    assert isinstance(err, UnicodeEncodeError)  # registered for encoding only
-    chunk = err.object[err.start : err.end]
-    return chunk.encode("utf-32-le")[::4].translate(_HIGH_HALF), err.end
-
-
-_HIGH_HALF = bytes(128 | (b & 127) for b in range(256))
-codecs.register_error("looprescue-fold", _fold_to_byte)
+_ORDINAL_FIRST: Final = frozenset("snrt")  # st, nd, rd, th
+_ORDINAL_SECOND: Final = frozenset("tdh")
+_ORDINAL: Final = re.compile(r"(?<=[0-9])[snrt][tdh]?")
 
 
 def fold(text: str) -> str:
@@ -51,7 +40,7 @@ def _as_th(match: re.Match[str]) -> str:
     return "th"[: len(match.group())]
 
 
-_DIGITS = frozenset("0123456789")
+_DIGITS: Final = frozenset("0123456789")
 
 
 def _ordinal_letters(piece: str, at: int, most: int) -> int:
@@ -81,7 +70,6 @@ class TextWindow:
         "base",
         "end",
         "fbase",
-        "fbytes",
         "fend",
         "folded",
         "keep",
@@ -103,10 +91,6 @@ class TextWindow:
         self.synced = 0  # absolute offset up to which ``raw`` and ``folded`` are built
         self.pending: list[str] = []  # deltas received but not joined yet
         self.folded = ""
-        # The folded text as one byte per char: substring search on bytes is several times
-        # faster than on a str holding CJK text, and such searches are the periodic rule's and
-        # the watermark's main cost. Matches found there are confirmed on ``folded``.
-        self.fbytes = bytearray()
         self.fbase = 0  # absolute folded offset of folded[0]
         self.fend = 0  # absolute folded offset after the last folded char
         # Runs that folding shortened: folded offset of their placeholder, raw span.
@@ -161,19 +145,21 @@ class TextWindow:
         folded, self.folded = self.folded, ""
         folded += digits
         self.folded = folded
-        self.fbytes += digits.encode("ascii")
         self.fend += len(digits)
         self._suffix = 1
 
     def _append_folded(self, piece: str, raw_start: int) -> None:
-        if len(piece) <= SHORT_PIECE and not self._suffix and _DIGIT_HEAD.search(piece) is None:
+        if (
+            len(piece) <= SHORT_PIECE
+            and not self._suffix
+            and not any_char_in(piece, 0, len(piece), _DIGITS)
+        ):
             # No number in it, and none before it that a suffix could follow: folded as it is.
             # Most pieces the watermark syncs (a delta or two) are such; longer ones mostly
-            # hold a number, and the search would only add to their cost.
+            # hold a number, and the char loop would only add to their cost.
             folded, self.folded = self.folded, ""
             folded += piece
             self.folded = folded
-            self.fbytes += piece.encode("latin-1", "looprescue-fold")
             self.fend += len(piece)
             self._run_len = 0
             return
@@ -212,7 +198,6 @@ class TextWindow:
         folded, self.folded = self.folded, ""
         folded += folded_piece
         self.folded = folded
-        self.fbytes += folded_piece.encode("latin-1", "looprescue-fold")
         self.fend = fstart + len(folded_piece)
         if "0" <= piece[-1] <= "9":
             size = len(_DIGIT_TAIL.search(piece).group())  # type: ignore[union-attr]
@@ -244,7 +229,6 @@ class TextWindow:
         self.base = new_base
         fexcess = new_fbase - self.fbase
         self.folded = self.folded[fexcess:]
-        del self.fbytes[:fexcess]
         self.fbase = new_fbase
         # Runs entirely before the new base are no longer needed for mapping.
         drop = bisect_right(self.run_rend, new_base)
@@ -254,6 +238,11 @@ class TextWindow:
     # -- mapping --------------------------------------------------------------------------
     def folded_of(self, offset: int) -> int:
         """Folded chars produced by the raw text before absolute ``offset``."""
+        rend = self.run_rend
+        if not rend:
+            return offset + self.fend - self.synced
+        if offset > rend[-1]:  # past the last shortened number (most offsets asked for)
+            return self.run_fph[-1] + 1 + (offset - rend[-1])
         k = bisect_right(self.run_rstart, offset) - 1
         if k < 0:
             return self._first_delta() + offset
@@ -266,6 +255,11 @@ class TextWindow:
     def raw_of(self, folded: int) -> int:
         """Raw offset where folded char ``folded`` begins (a run's first char for its
         placeholder); ``fend`` maps to ``end``."""
+        fph = self.run_fph
+        if not fph:
+            return folded - (self.fend - self.synced)
+        if folded > fph[-1]:  # past the last shortened number (most offsets asked for)
+            return self.run_rend[-1] + (folded - fph[-1] - 1)
         k = bisect_right(self.run_fph, folded) - 1
         if k < 0:
             return folded - self._first_delta()
@@ -288,14 +282,3 @@ class TextWindow:
     def fslice(self, start: int, stop: int) -> str:
         """Folded text between two absolute folded offsets (clipped to what is held)."""
         return self.folded[max(0, start - self.fbase) : max(0, stop - self.fbase)]
-
-    def rfind_folded(self, start: int, stop: int, lo: int, hi: int) -> int:
-        """Like ``folded.rfind(folded[start:stop], lo, hi)``, window-relative offsets."""
-        data, folded = self.fbytes, self.folded
-        needle, text = data[start:stop], folded[start:stop]
-        lo = max(lo, 0)
-        while True:
-            found = data.rfind(needle, lo, hi)
-            if found < 0 or folded.startswith(text, found):
-                return found
-            hi = found + len(needle) - 1  # a hash collision: look further back

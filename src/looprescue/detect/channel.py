@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
@@ -22,7 +24,7 @@ from looprescue.detect.segment import Segmenter
 # Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
 # text hits the same checkpoints in any chunking). 128 keeps detection delay well below the 600
 # chars a cycle needs anyway, while making the work per delta a list append.
-STRIDE = 128
+STRIDE: Final = 128
 
 
 class ChannelDetector:
@@ -167,17 +169,18 @@ class ChannelDetector:
         win = self._win
         end = win.end
         segmenter = self._segmenter
-        return min(
-            self._overrun.safe_offset(win) if self._overrun.active else end,
-            self._parrot.safe_offset(win) if self._parrot.active else end,
-            self._restate.safe_offset(win, segmenter.sentence_from, end)
-            if self._restate.active
-            else end,
-            self._periodic.safe_offset(win),
-            self._echo.safe_offset(win),
-            self._pool.safe_offset(win, segmenter.sentence_from, end),
-            self._stutter.safe_offset(win, segmenter.sentence_from, end),
-            self._lines.safe_offset(win, segmenter.line_from, end),
-            self._rows.safe_offset(win, segmenter.line_from, end),
-            self._imports.safe_offset(win, segmenter.line_from, end, segmenter.in_fence),
-        )
+        sentence_from, line_from = segmenter.sentence_from, segmenter.line_from
+        # two-argument mins: compiled, they compare native ints (a longer min() goes generic)
+        held = min(self._periodic.safe_offset(win), self._echo.safe_offset(win))
+        held = min(held, self._pool.safe_offset(win, sentence_from, end))
+        held = min(held, self._stutter.safe_offset(win, sentence_from, end))
+        held = min(held, self._lines.safe_offset(win, line_from, end))
+        held = min(held, self._rows.safe_offset(win, line_from, end))
+        held = min(held, self._imports.safe_offset(win, line_from, end, segmenter.in_fence))
+        if self._overrun.active:
+            held = min(held, self._overrun.safe_offset(win))
+        if self._parrot.active:
+            held = min(held, self._parrot.safe_offset(win))
+        if self._restate.active:
+            held = min(held, self._restate.safe_offset(win, sentence_from, end))
+        return held

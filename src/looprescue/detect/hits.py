@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Final, Literal
 
 Channel = Literal["reasoning", "text"]
-CHANNELS: tuple[Channel, ...] = ("reasoning", "text")
+CHANNELS: Final[tuple[Channel, ...]] = ("reasoning", "text")
 
 
 @dataclass(frozen=True, slots=True)

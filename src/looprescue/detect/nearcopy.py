@@ -43,6 +43,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from itertools import islice
+from typing import Final
 
 from looprescue.detect.buffer import TextWindow, fold
 from looprescue.detect.hits import Hit
@@ -51,49 +52,49 @@ from looprescue.detect.shape import Content, content_of
 # Segments of the loop compared against (the first ones after its onset), and segments walked
 # back at most: a loop's lead-in of near-copies is a handful of lines or sentences, and both
 # bounds keep the work per hit small.
-LOOP_SEGMENTS = 64
-MAX_WALK = 256
+LOOP_SEGMENTS: Final = 64
+MAX_WALK: Final = 256
 # Units up to this long are looked for copy by copy before a run-on loop (a clause, a word),
 # as long as copies are no further apart than DENSE_MAX_GAP chars and make up DENSE_COVERAGE
 # of the text from the earliest one to the onset.
-DENSE_MAX_UNIT = 16
-DENSE_MAX_GAP = 24
-DENSE_COVERAGE = 0.6
+DENSE_MAX_UNIT: Final = 16
+DENSE_MAX_GAP: Final = 24
+DENSE_COVERAGE: Final = 0.6
 # A run of another unit right before a run-on loop: its copies (back to back), and how far
 # back it is looked for (a run of a short unit: a few dozen chars).
-RUN_BEFORE_COPIES = 3
-RUN_BEFORE_CHARS = 512
+RUN_BEFORE_COPIES: Final = 3
+RUN_BEFORE_CHARS: Final = 512
 # Text before the onset split at first; most walks stop in it.
-NEAR_ONSET_CHARS = 512
+NEAR_ONSET_CHARS: Final = 512
 # Rules that find a loop by its exact period: their onset is where the exact repetition
 # begins, so near-copies before it are left to find. (A pool or lines rule counts variants
 # in already and places its onset where its batch first appeared.)
-PERIODIC_RULES = frozenset({"cycle", "counter", "paragraph"})
+PERIODIC_RULES: Final = frozenset({"cycle", "counter", "paragraph"})
 # A word is a run of Latin letters; every other visible char (CJK, punctuation) is a token of
 # its own, so "a word or two" means a char or two in CJK text.
-_TOKEN = re.compile(r"[A-Za-z\u00c0-\u024f]+|[0-9]+|\S")
+_TOKEN: Final = re.compile(r"[A-Za-z\u00c0-\u024f]+|[0-9]+|\S")
 # Code, fenced or not: lines that differ in one identifier are what code is made of, so only
 # exact copies count there.
-_CODE = re.compile(
+_CODE: Final = re.compile(
     r"^\s*(?:import|from|#include|#define|def|class|return|const|let|var|public|private|"
     r"static|function|fn|func|SELECT|INSERT|UPDATE|DELETE|CREATE)\b|[;{},]\s*$|\s=\s",
     re.MULTILINE,
 )
-_LINE = re.compile(r"[^\n]*\n|[^\n]+$")
-_SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？]+|[.!?]+(?=\s|$)|\n|$)[ \t]*")
-_END_MARKS = frozenset(".。!！?？;；,，:：、")
+_LINE: Final = re.compile(r"[^\n]*\n|[^\n]+$")
+_SENTENCE: Final = re.compile(r"[^。！？\n]*?(?:[。！？]+|[.!?]+(?=\s|$)|\n|$)[ \t]*")
+_END_MARKS: Final = frozenset(".。!！?？;；,，:：、")
 # The shortest segment (in tokens) that may be "the start of the other", or differ in one or two
 # tokens from it: shorter ones say too little to be called a copy.
-PREFIX_MIN_TOKENS = 6
+PREFIX_MIN_TOKENS: Final = 6
 # A segment walked over because it restates an earlier one (a paragraph or line the model
 # re-emits out of order before it settles on one) must say this much; a shorter restated
 # segment (a heading) is passed over but does not move the onset by itself.
-RESTATED_MIN_TOKENS = 6
+RESTATED_MIN_TOKENS: Final = 6
 # A restatement may differ in a word or two only when it is long: list lines a word apart
 # (``- Monday: Run``, ``- Tuesday: Run``) are how a list is written, not a restatement.
-RESTATED_NEAR_MIN_TOKENS = 16
-ONE_EDIT_MIN_TOKENS = 6
-TWO_EDITS_MIN_TOKENS = 10
+RESTATED_NEAR_MIN_TOKENS: Final = 16
+ONE_EDIT_MIN_TOKENS: Final = 6
+TWO_EDITS_MIN_TOKENS: Final = 10
 
 
 def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], bool]) -> Hit:

@@ -8,26 +8,28 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Hit
 from looprescue.detect.text import (
     LONG_SENTENCE,
     SENTENCE_END,
+    SENTENCE_END_CHARS,
     LineKind,
+    any_char_in,
     classify_line,
     has_alnum,
 )
 
 # Units that the phrase and line rules never count in the visible-text channel: their
 # repetition is structure (lists, tables, quotes, code), not a loop.
-_STRUCTURAL = frozenset(
+_STRUCTURAL: Final = frozenset(
     {LineKind.LIST_ITEM, LineKind.TABLE_ROW, LineKind.QUOTE, LineKind.FENCE, LineKind.SYMBOLS}
 )
 # Lines no line rule counts. (Members bound once: an Enum member lookup costs a descriptor
 # call on every line.)
-_NOT_COUNTED = frozenset({LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE})
+_NOT_COUNTED: Final = frozenset({LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE})
 _PROSE, _TABLE_ROW, _FENCE = LineKind.PROSE, LineKind.TABLE_ROW, LineKind.FENCE
 
 SentenceSink = Callable[[str, int, int], Hit | None]
@@ -51,7 +53,9 @@ class TableSink(Protocol):
 
 # Units longer than this are judged by their length alone (never a phrase or a short line),
 # which keeps decisions independent of how much old text happens to be held.
-LONG_UNIT = 4096
+LONG_UNIT: Final = 4096
+# Up to this many new chars a scan first looks for a sentence end char by char.
+FEW_CHARS: Final = 32
 
 
 class Segmenter:
@@ -100,6 +104,12 @@ class Segmenter:
         start, self.scanned = self.scanned, max(self.scanned, stop)
         if stop <= start:
             return None
+        if (
+            not final
+            and stop - start <= FEW_CHARS
+            and not any_char_in(raw, start - base, stop - base, SENTENCE_END_CHARS)
+        ):
+            return None  # (the watermark scans a delta at a time: mostly none ends a sentence)
         for match in SENTENCE_END.finditer(raw, start - base, stop - base + (0 if final else 1)):
             pos = match.start()
             if pos + base >= stop:

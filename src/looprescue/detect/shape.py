@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from typing import Final
 
 # Characters that draw lines and borders: rules, table separators, box drawing, ellipses.
-_DIVIDER = re.compile(r"[\s\-=_*~+|:.·•…—–─-╿▀-▟■□▪▫◆◇○●]*")
-_LETTER = re.compile(r"[^\W\d_]")
-_DIGIT = re.compile(r"[0-9]")
-_ONLY_DIGITS = re.compile(r"[0-9\s]+")
+_DIVIDER: Final = re.compile(r"[\s\-=_*~+|:.·•…—–─-╿▀-▟■□▪▫◆◇○●]*")
+_LETTER: Final = re.compile(r"[^\W\d_]")
+_DIGIT: Final = re.compile(r"[0-9]")
+_ONLY_DIGITS: Final = re.compile(r"[0-9\s]+")
 # Sentence ends as the segmenter sees them, and line ends that do not just follow one.
-_UNIT_END = re.compile(r"[。！？](?:[ \t]*\n)?|[.!?](?:[ \t]*\n|\s|$)|\n")
-_CODE_LINE = re.compile(
+_UNIT_END: Final = re.compile(r"[。！？](?:[ \t]*\n)?|[.!?](?:[ \t]*\n|\s|$)|\n")
+_CODE_LINE: Final = re.compile(
     r"""(?x)
     (?: [{};,(\[] | \):? | => | \)\s*\{ ) \s* $          # ends like a statement or a block
     | ^ \s* [}\])]                                       # closes a block
@@ -30,9 +31,9 @@ _CODE_LINE = re.compile(
     | </? [A-Za-z][\w-]* [^>]* >                         # a markup tag
     """
 )
-_NUMBER = re.compile(r"[0-9]+")
-_NUMBERED = re.compile(r"[ \t]*[0-9]{1,6}[.)][ \t]+")
-_LIST_MARK = re.compile(r"(?m)^[ \t]*(?:[-*+•]|[0-9]{1,4}[.)]|[a-zA-Z][.)])[ \t]+")
+_NUMBER: Final = re.compile(r"[0-9]+")
+_NUMBERED: Final = re.compile(r"[ \t]*[0-9]{1,6}[.)][ \t]+")
+_LIST_MARK: Final = re.compile(r"(?m)^[ \t]*(?:[-*+•]|[0-9]{1,4}[.)]|[a-zA-Z][.)])[ \t]+")
 
 
 class Content(Enum):
@@ -64,10 +65,11 @@ def is_letter(ch: str) -> bool:
 # A clause of words, as a stutter repeats it (rules ``stutter`` and ``cycle``): at least
 # CLAUSE_LETTERS letters, and two words or more (or a script written without spaces). A word
 # or a short cry said again (``very, very, very``, ``加油，加油``) is emphasis, not a stutter.
-CLAUSE_LETTERS = 6
-CLAUSE_MARKS = "，,、；;"
-CLAUSE_MARK = re.compile(f"[{CLAUSE_MARKS}]")
-NO_SPACES_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+CLAUSE_LETTERS: Final = 6
+CLAUSE_MARKS: Final = "，,、；;"
+CLAUSE_MARK: Final = re.compile(f"[{CLAUSE_MARKS}]")
+CLAUSE_MARK_CHARS: Final = frozenset(CLAUSE_MARKS)
+NO_SPACES_SCRIPT: Final = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
 def text_width(text: str) -> int:

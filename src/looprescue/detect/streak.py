@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import Final
 
 # Repeats a batch shows within its first ``repeat_within`` units: a rotation of a handful of
 # phrases comes back to them at once; a healthy run of short sentences repeats once by chance.
-REPEATS_SOON = 1
+REPEATS_SOON: Final = 1
 
 
 class UnitRun:

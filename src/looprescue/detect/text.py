@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from typing import Final
 
 # Digits are masked to "0" one for one, so offsets in the masked view equal offsets in the raw
 # text and a counter loop (``Step 12: …``, ``Step 13: …``) becomes an exact cycle there.
 # (A regex, not str.translate: translate takes a slow path on text with CJK in it.)
-_NONZERO_DIGIT = re.compile("[1-9]")
+_NONZERO_DIGIT: Final = re.compile("[1-9]")
 
 
 def mask_digits(text: str) -> str:
@@ -17,14 +18,23 @@ def mask_digits(text: str) -> str:
 
 # A Chinese full stop / ！？ always ends a sentence; an English .!? only before whitespace, so
 # "3.5", "e.g.x" and file names do not split. A newline always ends a sentence and a line.
-SENTENCE_END = re.compile(r"[。！？\ufffd]|[.!?](?=\s)|\n")
+SENTENCE_END: Final = re.compile(r"[。！？\ufffd]|[.!?](?=\s)|\n")
+# The chars a SENTENCE_END match begins with: a few chars without any of them end no sentence,
+# which a loop over them tells for less than a regex search costs to start.
+SENTENCE_END_CHARS: Final = frozenset("。！？\ufffd.!?\n")
 
-_LIST_ITEM = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
-_PUNCT = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-\ufffd"
+
+def any_char_in(text: str, lo: int, hi: int, chars: frozenset[str]) -> bool:
+    """Whether ``text[lo:hi]`` holds one of ``chars`` (for a few chars: cheaper than a regex)."""
+    return any(text[i] in chars for i in range(lo, hi))
+
+
+_LIST_ITEM: Final = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
+_PUNCT: Final = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-\ufffd"
 
 
 # Stands in for a sentence too long to be a phrase: it is judged by its length alone.
-LONG_SENTENCE = "x" * 256
+LONG_SENTENCE: Final = "x" * 256
 
 
 class LineKind(Enum):
@@ -56,7 +66,7 @@ def classify_line(stripped: str) -> LineKind:
 
 
 # A counter label in front of a phrase: "Day 3: ", "Week 12 - ", "Step 4) ".
-_COUNTER_LABEL = re.compile(r"[^\W\d_]{1,12}[ \t]*[0-9]{1,4}[ \t]*[:.)-][ \t]+")
+_COUNTER_LABEL: Final = re.compile(r"[^\W\d_]{1,12}[ \t]*[0-9]{1,4}[ \t]*[:.)-][ \t]+")
 
 
 def normalize_phrase(sentence: str) -> str:
@@ -76,7 +86,7 @@ def normalize_phrase(sentence: str) -> str:
     return text.casefold()
 
 
-_ALNUM = re.compile(r"[^\W_]")  # a letter or digit in any script
+_ALNUM: Final = re.compile(r"[^\W_]")  # a letter or digit in any script
 
 
 def has_alnum(text: str) -> bool:

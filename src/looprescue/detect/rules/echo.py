@@ -14,7 +14,7 @@ A token quoted in backticks or inside a code fence is documentation, not an echo
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from typing import Final, Protocol
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
@@ -23,17 +23,17 @@ from looprescue.detect.text import excerpt
 
 # <|name|> (ChatML, Llama 3, Phi), <｜name｜> (DeepSeek, full-width bars), </s> and <s> (Llama 2,
 # Mistral), [INST] / [/INST], <start_of_turn> / <end_of_turn> (Gemma).
-_TOKEN = re.compile(
+_TOKEN: Final = re.compile(
     r"<\|[A-Za-z_]{1,32}\|>|<｜[^｜\n]{1,40}｜>|</?s>|\[/?INST\]|<(?:start|end)_of_turn>"
 )
-_END_OF_TURN = re.compile(
+_END_OF_TURN: Final = re.compile(
     r"<\|(?:im_end|eot_id|endoftext|end_of_text|end|END_OF_TURN_TOKEN)\|>|<｜end[^｜]*｜>"
     r"|</s>|\[/INST\]|<end_of_turn>"
 )
 # The longest token the patterns above match, for scanning a little behind a checkpoint.
-_LONGEST = 44
+_LONGEST: Final = 44
 # What the end of the text may be while a token is still being written.
-_PARTIAL = re.compile(
+_PARTIAL: Final = re.compile(
     r"(?:<\|[A-Za-z_]{0,32}\|?|<｜[^｜\n]{0,40}|</?s?|\[/?(?:I(?:N(?:S)?)?)?|<(?:[a-z_]{0,13}))$"
 )
 
@@ -45,7 +45,7 @@ class FenceMap(Protocol):
 class EchoRule:
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
-        self._need = cfg.echoMinTokens
+        self._need: int = cfg.echoMinTokens
         self._scanned = 0  # tokens starting before this offset have been counted
         self._count = 0
         self._first_end: int | None = None  # start of the first end-of-turn token

@@ -16,6 +16,7 @@ ends the run, and so does the fence.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
@@ -25,19 +26,29 @@ from looprescue.detect.text import excerpt
 
 # Import lines of the common languages: Java/Kotlin/Scala/Go/Python/JS/TS ``import``, Python
 # ``from x import y``, C/C++ ``#include``, C# ``using X;``, Rust/PHP ``use``, ``require(...)``.
-_IMPORT = re.compile(
+_IMPORT: Final = re.compile(
     r"(?:import\s+\S|from\s+[\w.]+\s+import\s|#\s*include\s*[<\"]|using\s+[\w.]+\s*;"
     r"|use\s+[\w:\\]+|(?:const|let|var)\s+\w+\s*=\s*require\s*\()"
 )
-_KEYWORDS = ("import", "from", "#include", "# include", "using", "use", "const", "let", "var")
-REPEATED_LINES = 4
-THIRD_TIME = 3
+_KEYWORDS: Final = (
+    "import",
+    "from",
+    "#include",
+    "# include",
+    "using",
+    "use",
+    "const",
+    "let",
+    "var",
+)
+REPEATED_LINES: Final = 4
+THIRD_TIME: Final = 3
 # Import lines a run keeps for finding its onset, and the most distinct ones a batch has.
-HORIZON = 64
-MAX_MEMBERS = 12
-ONSET_COVERAGE = 0.5
+HORIZON: Final = 64
+MAX_MEMBERS: Final = 12
+ONSET_COVERAGE: Final = 0.5
 # An unfinished line longer than this is no import line of a loop (held no longer).
-LONGEST_IMPORT = 200
+LONGEST_IMPORT: Final = 200
 
 
 def is_import(line: str) -> bool:

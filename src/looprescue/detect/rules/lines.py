@@ -27,11 +27,11 @@ from looprescue.detect.text import excerpt
 class LinesRule:
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
-        self._size = cfg.linesWindow
-        self._max_median = cfg.linesMaxMedianChars
-        self._max_line = 2 * cfg.linesMaxMedianChars
-        self._need = cfg.linesMinDuplicateRatio * cfg.linesWindow
-        self._gap = cfg.linesConfirmGap
+        self._size: int = cfg.linesWindow
+        self._max_median: int = cfg.linesMaxMedianChars
+        self._max_line: int = 2 * cfg.linesMaxMedianChars
+        self._need: float = cfg.linesMinDuplicateRatio * cfg.linesWindow
+        self._gap: int = cfg.linesConfirmGap
         self._window: deque[tuple[str, int]] = deque()
         self._counts: dict[str, int] = {}
         self._duplicated = 0  # window lines that have a duplicate in the window

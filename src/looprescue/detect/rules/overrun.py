@@ -18,23 +18,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 
 # consecutive items of one list lie at most this far apart (a stub of a few lines, a table
 # row, a paragraph per item)
-ITEM_GAP = 600
+ITEM_GAP: Final = 600
 # a run past the range is a loop once it has this many items, and a fifth of the range's
 # length (a model that adds a bonus item or two is not stuck)
-OVERRUN_ITEMS = 5
+OVERRUN_ITEMS: Final = 5
 # an item begins at its line's start when only this much (and no digit) precedes its number
 # there ("51. ", "def task_", "| "); else at its number ("…, 50, 51, 52")
-ITEM_PREFIX = 16
-MAX_DIGITS = 6
+ITEM_PREFIX: Final = 16
+MAX_DIGITS: Final = 6
 
-_NUMBER = re.compile(r"\d+")
-_A_DIGIT = re.compile(r"\d")
+_NUMBER: Final = re.compile(r"\d+")
+_A_DIGIT: Final = re.compile(r"\d")
 
 
 def overrun_items(first: int, last: int) -> int:

@@ -14,15 +14,15 @@ exactly as a cycle is.
 from __future__ import annotations
 
 from collections import deque
-from typing import Protocol
+from typing import Final, Protocol
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Hit
 
-MIN_LETTER_RATIO = 0.6  # of non-space chars; code and logs sit well below
-MIN_MEDIAN_LINE = 60  # chars; verse and checklists have short lines
-SENTENCE_MARKS = (". ", "。", "! ", "? ", "！", "？")
+MIN_LETTER_RATIO: Final = 0.6  # of non-space chars; code and logs sit well below
+MIN_MEDIAN_LINE: Final = 60  # chars; verse and checklists have short lines
+SENTENCE_MARKS: Final = (". ", "。", "! ", "? ", "！", "？")
 
 
 def _is_prose(text: str) -> bool:
@@ -44,8 +44,8 @@ class HitMaker(Protocol):
 class ParagraphRule:
     def __init__(self, cfg: DetectorConfig, periodic: HitMaker) -> None:
         self._periodic = periodic
-        self._min_chars = cfg.paragraphMinChars
-        self._max_lag = cfg.cycleMaxPeriod
+        self._min_chars: int = cfg.paragraphMinChars
+        self._max_lag: int = cfg.cycleMaxPeriod
         self._line_starts: deque[int] = deque()
 
     def on_line_start(self, offset: int) -> None:

@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass
 from itertools import pairwise
 from operator import ne
-from typing import Protocol
+from typing import Final, Protocol
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
@@ -78,35 +78,35 @@ from looprescue.detect.text import (
 
 # Length of the folded suffix searched for in the window: long enough that a chance match in
 # prose is rare; shorter loops are found through a multiple of their period.
-PROBE = 24
+PROBE: Final = 24
 # Smallest lag searched for; the primitive period found inside a run may be shorter.
-MIN_LAG = 16
+MIN_LAG: Final = 16
 # A recurring suffix at least this long (and two copies) that stops recurring is held until
 # the next checkpoint has judged the run it ended.
-BROKEN_RUN_MIN = 16
+BROKEN_RUN_MIN: Final = 16
 # Lags tracked at once; more than a handful only happens in highly regular text (tables), where
 # the longest runs are the interesting ones.
-MAX_CANDIDATES = 8
+MAX_CANDIDATES: Final = 8
 # Runs of a short unit that start and stop between two checkpoints: probed every INNER_STEP
 # chars with INNER_PROBE chars, at lags up to INNER_MAX_LAG (the short units: a unit under 16
 # chars repeated ten times or more is 20-160 chars, and fits inside a stride). INNER_OVERLAP
 # reaches back into the last stride for a run the checkpoint cut in two.
-INNER_PROBE = 8
-INNER_STEP = 24
-INNER_MAX_LAG = 16
-INNER_OVERLAP = 24
+INNER_PROBE: Final = 8
+INNER_STEP: Final = 24
+INNER_MAX_LAG: Final = 16
+INNER_OVERLAP: Final = 24
 # Older occurrences of the probe tried per checkpoint, to get past repeats inside one unit.
-MAX_OCCURRENCES = 8
-_SENTENCE_MARKS = ("。", "！", "？", ". ", "! ", "? ")
+MAX_OCCURRENCES: Final = 8
+_SENTENCE_MARKS: Final = ("。", "！", "？", ". ", "! ", "? ")
 # A sentence (or the rest of the text after the last sentence end), as the segmenter cuts them.
-_SENTENCE = re.compile(r"[^。！？\n]*?(?:[。！？\n]|[.!?](?=\s)|$)\s*")
+_SENTENCE: Final = re.compile(r"[^。！？\n]*?(?:[。！？\n]|[.!?](?=\s)|$)\s*")
 # Where a numbered item begins inside a line: "…，13. 从…", "… 4) Then…".
-_ITEM_START = re.compile(r"(?<![0-9])[0-9]{1,4}[.)、] ?(?=[^\s0-9])")
-_CLAUSE_END = re.compile(f"[{CLAUSE_MARKS}] *")
-_ENDS_SENTENCE = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
+_ITEM_START: Final = re.compile(r"(?<![0-9])[0-9]{1,4}[.)、] ?(?=[^\s0-9])")
+_CLAUSE_END: Final = re.compile(f"[{CLAUSE_MARKS}] *")
+_ENDS_SENTENCE: Final = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
 # A counter template with at most this many letters is a chant of numbers, not an enumeration
 # anyone asked for (``t1t2t3``, ``1stu2stu``).
-TINY_TEMPLATE_LETTERS = 4
+TINY_TEMPLATE_LETTERS: Final = 4
 
 
 class FenceMap(Protocol):
@@ -230,7 +230,7 @@ class _UnitFacts:
 
 
 # Copy shapes remembered per rule: a handful of runs is judged at a time.
-FACTS_REMEMBERED = 256
+FACTS_REMEMBERED: Final = 256
 
 
 class PeriodicRule:
@@ -239,6 +239,11 @@ class PeriodicRule:
     def __init__(self, channel: Channel, cfg: DetectorConfig, fence_guard: bool) -> None:
         self._channel = channel
         self._cfg = cfg
+        # The limits the per-delta paths read, as typed attributes: compiled, the config model
+        # is an untyped Python object, and arithmetic on what it returns would be boxed.
+        self._hold_min: int = cfg.holdMinRecurrence
+        self._max_period: int = cfg.cycleMaxPeriod
+        self._char_repeats: int = cfg.cycleCharRepeats
         # (copies, chars) multipliers inside a fence: visible text only (reasoning quotes code)
         self._fence_factors = (
             (cfg.codeFenceRepeatFactor, cfg.codeFenceFactor) if fence_guard else (1.0, 1.0)
@@ -292,7 +297,7 @@ class PeriodicRule:
         occur again at most ``INNER_MAX_LAG`` chars before. Probes start a little before the
         stride, for a run that the last checkpoint cut in two. A run that reaches the
         checkpoint is left to the tracked runs."""
-        folded, data, base = win.folded, win.fbytes, win.fbase
+        folded, base = win.folded, win.fbase
         e = end - base
         floor = max(0, end - win.keep - base)  # the horizon: never depends on trimming
         lo = max(stride_start - base - INNER_OVERLAP, floor + INNER_MAX_LAG)
@@ -302,10 +307,9 @@ class PeriodicRule:
         for i in range(lo, e - INNER_PROBE, INNER_STEP):
             if i < judged_until:
                 continue  # inside a run judged already
-            needle = data[i : i + INNER_PROBE]
-            j = data.rfind(needle, i - INNER_MAX_LAG, i + INNER_PROBE - 1)
-            if j < 0 or not (needle.isascii() or folded.startswith(folded[i : i + INNER_PROBE], j)):
-                continue  # (a hash collision of the byte view is no repetition)
+            j = folded.rfind(folded[i : i + INNER_PROBE], i - INNER_MAX_LAG, i + INNER_PROBE - 1)
+            if j < 0:
+                continue
             lag = i - j
             # how far the run goes on after the probe, up to the checkpoint
             stop = _match_end(folded, i, lag, e)
@@ -315,7 +319,7 @@ class PeriodicRule:
             first = stop - length - lag
             judged_until = stop
             unit = primitive_period(folded[first:stop], lag)
-            if stop - first < (self._cfg.cycleCharRepeats if unit == 1 else 2 * unit):
+            if stop - first < (self._char_repeats if unit == 1 else 2 * unit):
                 continue  # far too few copies (one char needs dozens)
             run = _Run(lag, first + base + lag, unit)
             hit = self._judge(win, run, stop + base, cp, fences)
@@ -349,16 +353,15 @@ class PeriodicRule:
         return best
 
     def _discover(self, win: TextWindow, end: int) -> None:
-        cfg = self._cfg
         folded, base = win.folded, win.fbase
         b = end - base
         if b < PROBE + MIN_LAG:
             return
         floor = max(0, end - win.keep - base)  # the horizon: never depends on trimming
-        lo = max(0, b - PROBE - cfg.cycleMaxPeriod)
+        lo = max(0, b - PROBE - self._max_period)
         hi = b - MIN_LAG  # an occurrence must end at least one minimal lag back
         for _ in range(MAX_OCCURRENCES):
-            j = win.rfind_folded(b - PROBE, b, lo, hi)
+            j = folded.rfind(folded[b - PROBE : b], lo, hi)
             if j < 0:
                 return
             hi = j + PROBE - 1
@@ -651,12 +654,11 @@ class PeriodicRule:
                 self._run_from = start + len(rest)
             self._run_char, self._run_scanned = last, end
         if "0" <= self._run_char <= "9":
-            return self._run_from + self._cfg.holdMinRecurrence - 1
+            return self._run_from + self._hold_min - 1
         return end
 
     def _suffix_offset(self, win: TextWindow) -> int:
-        cfg = self._cfg
-        hold_min = cfg.holdMinRecurrence
+        hold_min = self._hold_min
         end = win.fend
         e = end - win.fbase
         bound = min(self._suffix + (end - self._suffix_end), e - 1)
@@ -671,35 +673,30 @@ class PeriodicRule:
         if (
             lag
             and e - bound - lag >= 0
-            and folded.startswith(folded[e - bound : e], e - bound - lag)
+            and folded[e - bound - lag : e - lag] == folded[e - bound : e]
         ):
             # Still recurring where it did last time (always the case inside a loop): the
             # suffix is as long as it can be, and no search is needed.
             self._suffix = bound
             return win.raw_of(end - bound)
 
-        data, max_period = win.fbytes, cfg.cycleMaxPeriod
+        max_period = self._max_period
         self._suffix_lag = 0
         good = hold_min - 1  # shorter suffixes are released whether they recur or not
         length = max(hold_min, 1)
+        stop = e - 1  # a recurrence ends at least one char before the end
         while length <= bound:
-            needle = data[e - length : e]
-            stop = e - 1
-            while True:  # the nearest recurrence ending 1…max_period chars before the end
-                found = data.rfind(needle, max(0, e - length - max_period), stop)
-                if (
-                    found < 0
-                    or needle.isascii()
-                    or folded.startswith(folded[e - length : e], found)
-                ):
-                    break
-                stop = found + length - 1  # a hash collision of the byte view: look further
+            # the nearest recurrence ending 1…max_period chars before the end
+            found = folded.rfind(folded[e - length : e], max(0, e - length - max_period), stop)
             if found < 0:
                 break
             lag = e - length - found
             good = _tail_match(folded, e, lag, length, min(bound, e - lag))
             self._suffix_lag = lag
             length = good + 1
+            # A longer suffix recurs at no nearer lag (its shorter one would have been found
+            # there), and not at this one (the match stopped): it ends further back.
+            stop = e - lag - 1
         self._suffix = good
         broken_min = max(BROKEN_RUN_MIN, 2 * previous_lag)
         if (
@@ -728,8 +725,8 @@ class PeriodicRule:
 # 30 chars is about five words: SmolLM2 wrote ``json_data = json_data.to_json()`` 28 times
 # (31 chars) and only three times the copies cut it; short statements (``pass``, ``i += 1``,
 # ``print("Hello, World!")``, which a user may ask for many times) keep the full factor.
-LONG_CODE_LINE = 30
-LONG_CODE_LINE_FACTOR = 1.5
+LONG_CODE_LINE: Final = 30
+LONG_CODE_LINE_FACTOR: Final = 1.5
 
 
 def _long_statement(unit: str, content: Content) -> bool:
@@ -743,7 +740,7 @@ def _long_statement(unit: str, content: Content) -> bool:
     )
 
 
-_A_DIGIT = re.compile(r"[0-9]")
+_A_DIGIT: Final = re.compile(r"[0-9]")
 
 
 def _same_item_renumbered(unit: str) -> bool:

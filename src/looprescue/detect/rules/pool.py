@@ -21,6 +21,7 @@ re-emitting) and does not end it.
 from __future__ import annotations
 
 from collections import deque
+from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
@@ -30,26 +31,26 @@ from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
 
 # Sentences of the current run kept for finding the onset: a pool is confirmed within a window
 # or two of its start.
-HORIZON_WINDOWS = 3
+HORIZON_WINDOWS: Final = 3
 # Coverage the batch keeps from its onset on: lower than the firing coverage, because a batch's
 # first appearances include variants that never come back ("Let me output." once, then "Go.").
-ONSET_COVERAGE = 0.5
+ONSET_COVERAGE: Final = 0.5
 # A pool's batch comes back to one of its phrases within this many sentences (reshuffled
 # phrases repeat early; a fixed rotation is a cycle, which the periodic rule cuts).
-REPEAT_WITHIN = 8
+REPEAT_WITHIN: Final = 8
 # Phrases of at most this many chars are what a pool's batch is made of ("Go.", "Let me
 # write.", "输出。"): only they are held back while a pool may form. A longer short sentence
 # still counts toward a pool, but a run of them is released at once, so healthy reasoning
 # ("Let me check the caller first.") is not held.
-HOLD_CHARS = 20
+HOLD_CHARS: Final = 20
 # An unfinished sentence whose phrase is this long can no longer turn out a held phrase: it is
 # not asked again until the next sentence begins.
-FREE_AFTER = HOLD_CHARS + 24
+FREE_AFTER: Final = HOLD_CHARS + 24
 # Recent long sentences remembered to tell a repeated one from a new one.
-LONG_MEMORY = 64
+LONG_MEMORY: Final = 64
 # Sentences whose phrase is remembered: a pool repeats a handful of them hundreds of times, and
 # normalising one costs more than looking it up. Forgotten all at once when full (bounded).
-PHRASES_REMEMBERED = 256
+PHRASES_REMEMBERED: Final = 256
 
 
 def pool_horizon(cfg: DetectorConfig) -> int:
@@ -60,12 +61,12 @@ def pool_horizon(cfg: DetectorConfig) -> int:
 class PoolRule:
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
-        self._window_size = cfg.poolWindow
-        self._need = cfg.poolMinCoverage * cfg.poolWindow
-        self._max_phrases = cfg.poolMaxPhrases
-        self._min_distinct = cfg.poolMinDistinct
-        self._min_chars = cfg.poolMinChars
-        self._max_chars = cfg.poolMaxPhraseChars
+        self._window_size: int = cfg.poolWindow
+        self._need: float = cfg.poolMinCoverage * cfg.poolWindow
+        self._max_phrases: int = cfg.poolMaxPhrases
+        self._min_distinct: int = cfg.poolMinDistinct
+        self._min_chars: int = cfg.poolMinChars
+        self._max_chars: int = cfg.poolMaxPhraseChars
         # (phrase or None for a long sentence, start offset)
         self._window: deque[tuple[str | None, int]] = deque()
         self._counts: dict[str, int] = {}

@@ -28,20 +28,21 @@ Only in the answer, as for ``parrot``: reasoning restating what it said is what 
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.shape import text_width
 from looprescue.detect.text import SENTENCE_END, LineKind, classify_line, excerpt
 
-RESTATED_MIN_WIDTH = 20
+RESTATED_MIN_WIDTH: Final = 20
 # Units of the shown answer longer than this are not looked for.
-LONGEST_UNIT = 4096
+LONGEST_UNIT: Final = 4096
 # Short units (list items, code) that open a continuation before anything is restated: after
 # this many the opening is over, so a continuation of short lines is not held back for long.
-OPENING_UNITS = 4
+OPENING_UNITS: Final = 4
 # chars a text can end a unit with (SENTENCE_END, its last char known to end the text)
-_UNIT_ENDS = frozenset("\n。！？.!?")
+_UNIT_ENDS: Final = frozenset("\n。！？.!?")
 
 
 def fold_unit(text: str) -> str:

@@ -15,14 +15,15 @@ one of its table is held back.
 from __future__ import annotations
 
 from collections import deque
+from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.text import excerpt
 
-ROW_WINDOW = 20
-ROW_COVERAGE = 0.75
-ROW_DISTINCT = 6
+ROW_WINDOW: Final = 20
+ROW_COVERAGE: Final = 0.75
+ROW_DISTINCT: Final = 6
 
 
 class TableRowsRule:

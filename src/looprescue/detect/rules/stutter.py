@@ -28,18 +28,25 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.segment import LONG_UNIT
-from looprescue.detect.shape import CLAUSE_MARK, CLAUSE_MARKS, NO_SPACES_SCRIPT, is_clause_of_words
-from looprescue.detect.text import LONG_SENTENCE, excerpt
+from looprescue.detect.segment import FEW_CHARS, LONG_UNIT
+from looprescue.detect.shape import (
+    CLAUSE_MARK,
+    CLAUSE_MARK_CHARS,
+    CLAUSE_MARKS,
+    NO_SPACES_SCRIPT,
+    is_clause_of_words,
+)
+from looprescue.detect.text import LONG_SENTENCE, any_char_in, excerpt
 
 # One clause: text up to and including a clause mark and the space after it, or the rest
 # (in a sentence still being written a clause ends at its mark: the space may be on its way).
-_CLAUSE = re.compile(f"[^{CLAUSE_MARKS}]*(?:[{CLAUSE_MARKS}]\\s*|$)")
-_SENTENCE_MARKS = "。！？.!?…\n \t"
+_CLAUSE: Final = re.compile(f"[^{CLAUSE_MARKS}]*(?:[{CLAUSE_MARKS}]\\s*|$)")
+_SENTENCE_MARKS: Final = "。！？.!?…\n \t"
 
 
 def _ends_with(longer: str, body: str) -> bool:
@@ -139,12 +146,18 @@ class StutterRule:
             return end  # (the segmenter judges no longer sentence by its text)
         runs, raw, base = self._open, win.raw, win.base
         if self._open_scanned < end:
-            search, at = CLAUSE_MARK.search, self._open_scanned - base
-            while (mark := search(raw, at, end - base)) is not None:
-                at = mark.end()
-                piece = raw[self._open_next - base : at]
-                runs.add(_body(piece), self._open_next + len(piece) - len(piece.lstrip()))
-                self._open_next = at + base
+            at = self._open_scanned - base
+            # (a delta or two at a time: a char loop tells most hold no mark, for less than a
+            # regex search costs to start)
+            if end - self._open_scanned > FEW_CHARS or any_char_in(
+                raw, at, end - base, CLAUSE_MARK_CHARS
+            ):
+                search = CLAUSE_MARK.search
+                while (mark := search(raw, at, end - base)) is not None:
+                    at = mark.end()
+                    piece = raw[self._open_next - base : at]
+                    runs.add(_body(piece), self._open_next + len(piece) - len(piece.lstrip()))
+                    self._open_next = at + base
             self._open_scanned = end
         if runs.found is not None:
             return runs.found[1]
