@@ -201,7 +201,10 @@ class Segmenter:
         return (bisect_right(self._fence_marks, offset) + self._fence_parity) % 2 == 1
 
     def forget_fences_before(self, offset: int) -> None:
-        drop = bisect_right(self._fence_marks, offset)
+        marks = self._fence_marks
+        if not marks or marks[0] > offset:
+            return  # (asked after every delta: mostly nothing to forget)
+        drop = bisect_right(marks, offset)
         if drop:
             self._fence_parity = (self._fence_parity + drop) % 2
             del self._fence_marks[:drop]

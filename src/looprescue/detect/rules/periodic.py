@@ -653,7 +653,7 @@ class PeriodicRule:
             if rest or last != self._run_char or start > self._run_scanned:
                 self._run_from = start + len(rest)
             self._run_char, self._run_scanned = last, end
-        if "0" <= self._run_char <= "9":
+        if self._run_char in _DIGIT_CHARS:
             return self._run_from + self._hold_min - 1
         return end
 
@@ -741,6 +741,7 @@ def _long_statement(unit: str, content: Content) -> bool:
 
 
 _A_DIGIT: Final = re.compile(r"[0-9]")
+_DIGIT_CHARS: Final = frozenset("0123456789")
 
 
 def _same_item_renumbered(unit: str) -> bool:
