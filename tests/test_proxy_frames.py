@@ -1,4 +1,4 @@
-"""The typed decoding of block deltas (``proxy/frames.py``) decides as the general path does."""
+"""The typed decoding of frames (``proxy/frames.py``) decides as the general path does."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from looprescue.proxy import anthropic
+from looprescue.proxy import anthropic, openai
 from looprescue.proxy.anthropic import AnthropicDecoder
-from looprescue.proxy.frames import FrameMismatch, decode_anthropic_block_delta
+from looprescue.proxy.frames import FrameMismatch, decode_anthropic_block_delta, decode_openai_chunk
+from looprescue.proxy.openai import OpenAIDecoder
 from looprescue.proxy.sse import SSEEvent
 from looprescue.rescue.events import (
+    BlockStarted,
     ReasoningDelta,
     SignatureDelta,
     TextDelta,
@@ -104,3 +106,84 @@ def test_each_delta_type_becomes_its_event() -> None:
         assert typed.index == 2 and typed.delta.__struct_config__.tag == delta["type"]
     unknown = frame({"type": "citations_delta", "citation": {}})
     assert decode(SSEEvent("content_block_delta", unknown, None, 1)) == []
+
+
+# --------------------------------------------------------------------------- OpenAI chunks
+
+FIRST_CHUNK = '{"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}'
+CHOICE_KEYS = ["index", "delta", "finish_reason", "logprobs"]
+DELTA_KEYS = ["content", "reasoning_content", "reasoning", "tool_calls", "role"]
+
+
+@st.composite
+def openai_chunk_data(draw: st.DrawFn) -> str:
+    """The data of a Chat Completions chunk after the first: mostly one choice's text."""
+    delta: dict = {
+        draw(st.sampled_from(["content", "reasoning_content"])): draw(st.text(max_size=6))
+    }
+    choice: dict = {"index": 0, "delta": delta, "finish_reason": None}
+    chunk: dict = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
+    for _ in range(draw(st.integers(0, 3))):
+        target, keys = draw(
+            st.sampled_from(
+                [
+                    (chunk, ["choices", "usage", "error", "id"]),
+                    (choice, CHOICE_KEYS),
+                    (delta, DELTA_KEYS),
+                ]
+            )
+        )
+        key = draw(st.sampled_from(keys))
+        if draw(st.booleans()):
+            target[key] = draw(
+                st.one_of(VALUES, st.just([{"index": 0, "delta": {"content": "x"}}]))
+            )
+        else:
+            target.pop(key, None)
+    data = json.dumps(chunk, ensure_ascii=draw(st.booleans()))
+    cut = draw(st.integers(0, len(data) + 5))
+    return data[:cut] if cut < len(data) else data
+
+
+def openai_events(chunks: list[str], typed: bool) -> tuple[list, list]:
+    """Every chunk's events from one decoder, with the typed decoding on or off, and the
+    reasoning field the decoder settled on."""
+    calls: list[str] = []
+
+    def mismatch(data: str) -> None:
+        calls.append(data)
+        raise FrameMismatch("switched off")
+
+    decoder = OpenAIDecoder()
+    with pytest.MonkeyPatch.context() as patch:
+        if not typed:
+            patch.setattr(openai, "decode_openai_chunk", mismatch)
+        events = [decoder.decode(SSEEvent(None, data, None, n)) for n, data in enumerate(chunks)]
+    # the switch took, for every chunk but the first and the end of the stream
+    assert typed or calls == [data for data in chunks[1:] if data.strip() != "[DONE]"]
+    return events, decoder.reasoning_field
+
+
+@settings(max_examples=400, deadline=None)
+@given(openai_chunk_data(), openai_chunk_data())
+@example('{"choices":[{"delta":{"content":"\\ud800"}}]}', '{"choices":[]}')
+@example('{"choices":[{"index":0,"index":1,"delta":{"content":"a"}}]}', "[DONE]")
+@example('{"choices":[{"index":true,"delta":{"content":"a"}}]}', "{}")
+@example('{"choices":[{"delta":{"reasoning":"a","content":"b"}}]}', '{"choices":[{"delta":{}}]}')
+@example('{"choices":[{"delta":{"content":"a"}}],"error":{"message":"x"}}', '{"choices":null}')
+@example('{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}],"usage":{}}', "[DONE]")
+def test_an_openai_stream_decodes_as_the_general_path_decodes_it(one: str, two: str) -> None:
+    chunks = [FIRST_CHUNK, one, two]
+    assert openai_events(chunks, typed=True) == openai_events(chunks, typed=False)
+
+
+def test_after_its_first_chunk_a_stream_decodes_typed() -> None:
+    text = '{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}'
+    typed = decode_openai_chunk(text)  # the common shape decodes typed
+    assert typed.choices[0].delta.content == "Hi"
+    events, _ = openai_events([FIRST_CHUNK, text, text], typed=True)
+    assert events[1] == [BlockStarted(0, "text"), TextDelta(0, "Hi")]
+    assert events[2] == [TextDelta(0, "Hi")]
+    for other in ('{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}', '{"x":1}'):
+        with pytest.raises(FrameMismatch):
+            decode_openai_chunk(other)  # a finish, or no choices: the general way

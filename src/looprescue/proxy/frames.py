@@ -1,4 +1,5 @@
-"""Typed views of the frame a streamed answer is mostly made of: one delta of one block.
+"""Typed views of the frame a streamed answer is mostly made of: one delta of one block
+(Anthropic), or one chunk of one choice's text (OpenAI Chat Completions).
 
 A stream is hundreds of these, so they are decoded by msgspec straight into small typed
 values in one C pass, checking each field's type on the way, where the general path
@@ -47,4 +48,29 @@ class AnthropicBlockDelta(msgspec.Struct):
 
 # raises msgspec.MsgspecError (DecodeError, ValidationError) for anything else
 decode_anthropic_block_delta = msgspec.json.Decoder(AnthropicBlockDelta).decode
+
+
+# A Chat Completions chunk after the first: text of one choice and nothing else. A field the
+# general path acts on when set (tool calls, a finish, usage, an error) is typed ``None``, so a
+# chunk that sets one fails here and goes the general way.
+class OpenAIDelta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: None = None
+
+
+class OpenAIChoice(msgspec.Struct):
+    delta: OpenAIDelta | None = None
+    index: int = 0
+    finish_reason: None = None
+
+
+class OpenAIChunk(msgspec.Struct):
+    choices: list[OpenAIChoice]
+    usage: None = None
+    error: None = None
+
+
+decode_openai_chunk = msgspec.json.Decoder(OpenAIChunk).decode
 FrameMismatch = msgspec.MsgspecError

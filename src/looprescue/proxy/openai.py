@@ -41,6 +41,7 @@ from ..rescue.events import (
 )
 from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
+from .frames import FrameMismatch, OpenAIChunk, decode_openai_chunk
 from .history import openai_history
 from .sse import SSEEvent, format_event
 from .wire import (
@@ -296,6 +297,17 @@ class OpenAIDecoder:
     def decode(self, sse: SSEEvent) -> list[UpstreamEvent]:
         if sse.data.strip() == "[DONE]":
             return [*self._blocks.close_all(), MessageEnded()]
+        if self._started:
+            # most chunks of a stream: one choice's text, decoded typed in one pass
+            # (``frames.py``); any other shape goes the general way below
+            try:
+                chunk = decode_openai_chunk(sse.data)
+            except FrameMismatch:
+                pass
+            else:
+                events = self._text_chunk(chunk)
+                if events is not None:
+                    return events
         try:
             data = jsonfast.loads(sse.data)
         except ValueError as err:
@@ -317,6 +329,32 @@ class OpenAIDecoder:
             return self._chunk(data)
         except (Malformed, KeyError, TypeError, ValueError) as err:
             return [UpstreamFailed("malformed", f"{sse.describe()}: bad chunk: {err}")]
+
+    def _text_chunk(self, chunk: OpenAIChunk) -> list[UpstreamEvent] | None:
+        """The events of a typed chunk, as ``_delta_events`` makes them; None for a chunk that
+        is not one choice at index 0 with a delta (the general path decides those)."""
+        choices = chunk.choices
+        if len(choices) != 1:
+            return None
+        choice = choices[0]
+        delta = choice.delta
+        if delta is None or choice.index != 0:
+            return None
+        blocks = self._blocks
+        out: list[UpstreamEvent] = []
+        reasoning = delta.reasoning_content
+        field = "reasoning_content"
+        if not reasoning:
+            reasoning, field = delta.reasoning, "reasoning"
+        if reasoning:
+            if not self.reasoning_field:
+                self.reasoning_field.append(field)
+            out += blocks.channel_block("reasoning")
+            out.append(ReasoningDelta(blocks.current[1], reasoning))  # type: ignore[index]
+        if delta.content:
+            out += blocks.channel_block("text")
+            out.append(TextDelta(blocks.current[1], delta.content))  # type: ignore[index]
+        return out
 
     def _chunk(self, data: dict[str, Any]) -> list[UpstreamEvent]:
         out: list[UpstreamEvent] = []
