@@ -45,11 +45,11 @@ class StreamDetector:
         self._correction = correction
         self._shown = shown
         self._shown_loop = shown_loop
-        self._channels: dict[Channel, ChannelDetector] = {
-            ch: self._new_channel(ch) for ch in CHANNELS
-        }
+        # A channel's detector is made when the channel is first used: most streams use one
+        # channel, and a detector's rules cost more to set up than a short stream to watch.
+        self._channels: dict[Channel, ChannelDetector] = {}
+        self._watched: dict[Channel, ChannelDetector] = {}  # the watched ones made so far
         self._consumed_unwatched: dict[Channel, int] = dict.fromkeys(CHANNELS, 0)
-        self._bind()
 
     def _new_channel(self, channel: Channel) -> ChannelDetector:
         if channel != "text":
@@ -58,59 +58,74 @@ class StreamDetector:
             channel, self._cfg, self._asked, self._correction, self._shown, self._shown_loop
         )
 
-    def _bind(self) -> None:
-        self._watched = {ch: det for ch, det in self._channels.items() if self.watches(ch)}
-
     def watches(self, channel: Channel) -> bool:
         return self.watch == "both" or self.watch == channel
 
     def _channel(self, channel: Channel) -> ChannelDetector:
-        try:
-            return self._channels[channel]
-        except KeyError:
-            raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}") from None
+        detector = self._channels.get(channel)
+        if detector is None:
+            _check(channel)
+            detector = self._channels[channel] = self._new_channel(channel)
+            if self.watches(channel):
+                self._watched[channel] = detector
+        return detector
 
     def feed(self, channel: Channel, delta: str) -> Hit | None:
         detector = self._watched.get(channel)
-        if detector is not None:
-            # ChannelDetector.feed's hot path, inlined: this runs for every delta.
-            if detector.hit is None:
-                win = detector._win
-                win.pending.append(delta)
-                win.end += len(delta)
-                if win.end <= detector.wait_until:
-                    return None
-            return detector.advance()
-        self._channel(channel)  # raises on an unknown channel name
-        self._consumed_unwatched[channel] += len(delta)
-        return None
+        if detector is None:
+            if not self.watches(channel):
+                _check(channel)
+                self._consumed_unwatched[channel] += len(delta)
+                return None
+            detector = self._channel(channel)
+        # ChannelDetector.feed's hot path, inlined: this runs for every delta.
+        if detector.hit is None:
+            win = detector._win
+            win.pending.append(delta)
+            win.end += len(delta)
+            if win.end <= detector.wait_until:
+                return None
+        return detector.advance()
 
     def flush(self, channel: Channel) -> Hit | None:
         """The channel's text is complete (block end): judge its last chars too."""
-        if not self.watches(channel):
-            return None
-        return self._channel(channel).flush()
+        _check(channel)
+        if not self.watches(channel) or channel not in self._channels:
+            return None  # (nothing was fed to it)
+        return self._channels[channel].flush()
 
     def hit(self, channel: Channel) -> Hit | None:
-        return self._channel(channel).hit
+        _check(channel)
+        detector = self._channels.get(channel)
+        return detector.hit if detector is not None else None
 
     def consumed(self, channel: Channel) -> int:
+        _check(channel)
         if not self.watches(channel):
             return self._consumed_unwatched[channel]
-        return self._channel(channel).consumed
+        detector = self._channels.get(channel)
+        return detector.consumed if detector is not None else 0
 
     def safe_offset(self, channel: Channel) -> int:
         detector = self._watched.get(channel)  # called after every delta: one lookup
         if detector is not None:
             return detector.safe_offset()
-        self._channel(channel)  # raises on an unknown channel name
+        if self.watches(channel):
+            return self._channel(channel).safe_offset()
+        _check(channel)
         return self._consumed_unwatched[channel]
 
     def reset(self, channel: Channel) -> None:
         """Start the channel afresh (offsets restart at zero)."""
-        self._channels[channel] = self._new_channel(self._channel(channel).channel)
+        _check(channel)
+        self._channels.pop(channel, None)
+        self._watched.pop(channel, None)
         self._consumed_unwatched[channel] = 0
-        self._bind()
+
+
+def _check(channel: str) -> None:
+    if channel not in CHANNELS:
+        raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
 
 
 def scan_text(
