@@ -16,14 +16,13 @@ import re
 from bisect import bisect_right
 from typing import Final
 
-from looprescue.detect.text import any_char_in
+from looprescue.detect.shape import CLAUSE_MARK_CHARS
+from looprescue.detect.text import SENTENCE_END_CHARS
 
 # Digits of one number; a longer digit run is not a number that counts up but digits repeated.
 NUMBER_DIGITS: Final = 8
 _NUMBERS: Final = re.compile(rf"(?<![0-9])[0-9]{{1,{NUMBER_DIGITS}}}")
 _DIGIT_HEAD: Final = re.compile(r"[0-9]+")
-# Pieces up to this long are first checked for having no number at all (see _append_folded).
-SHORT_PIECE: Final = 16
 _DIGIT_TAIL: Final = re.compile(r"[0-9]+$")
 # An ordinal suffix, letter by letter: the first letter after a number, then the second.
 _ORDINAL_FIRST: Final = frozenset("snrt")  # st, nd, rd, th
@@ -41,6 +40,12 @@ def _as_th(match: re.Match[str]) -> str:
 
 
 _DIGITS: Final = frozenset("0123456789")
+# Chars that some per-delta step must look at: digits (folding), sentence ends (the segmenter)
+# and clause marks (the stutter rule). Most deltas hold none, and ``last_mark`` lets each step
+# tell so without a search of its own.
+_MARK_SET: Final = _DIGITS | SENTENCE_END_CHARS | CLAUSE_MARK_CHARS
+_MARK_CHARS: Final = "".join(sorted(_MARK_SET))
+_LAST_MARK: Final = re.compile(f"(?s).*[{re.escape(_MARK_CHARS)}]")
 
 
 def _ordinal_letters(piece: str, at: int, most: int) -> int:
@@ -73,6 +78,7 @@ class TextWindow:
         "fend",
         "folded",
         "keep",
+        "last_mark",
         "pending",
         "raw",
         "run_fph",
@@ -89,6 +95,7 @@ class TextWindow:
         self.base = 0  # absolute offset of raw[0]
         self.end = 0  # absolute offset after the last char received
         self.synced = 0  # absolute offset up to which ``raw`` and ``folded`` are built
+        self.last_mark = -1  # absolute offset of the last mark char (``_MARK_CHARS``) synced
         self.pending: list[str] = []  # deltas received but not joined yet
         self.folded = ""
         self.fbase = 0  # absolute folded offset of folded[0]
@@ -116,6 +123,10 @@ class TextWindow:
             return
         start = self.synced
         self.synced = start + len(new)
+        if not _MARK_SET.isdisjoint(new):  # (a loop over the chars in C: no search to set up)
+            mark = _LAST_MARK.match(new)
+            if mark is not None:
+                self.last_mark = start + mark.end() - 1
         # Drop the attribute's reference first so CPython can grow the string in place.
         raw, self.raw = self.raw, ""
         raw += new
@@ -149,14 +160,9 @@ class TextWindow:
         self._suffix = 1
 
     def _append_folded(self, piece: str, raw_start: int) -> None:
-        if (
-            len(piece) <= SHORT_PIECE
-            and not self._suffix
-            and not any_char_in(piece, 0, len(piece), _DIGITS)
-        ):
+        if self.last_mark < raw_start and not self._suffix:
             # No number in it, and none before it that a suffix could follow: folded as it is.
-            # Most pieces the watermark syncs (a delta or two) are such; longer ones mostly
-            # hold a number, and the char loop would only add to their cost.
+            # Most pieces the watermark syncs (a delta or two) are such.
             folded, self.folded = self.folded, ""
             folded += piece
             self.folded = folded

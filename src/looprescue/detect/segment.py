@@ -15,9 +15,7 @@ from looprescue.detect.hits import Hit
 from looprescue.detect.text import (
     LONG_SENTENCE,
     SENTENCE_END,
-    SENTENCE_END_CHARS,
     LineKind,
-    any_char_in,
     classify_line,
     has_alnum,
 )
@@ -54,8 +52,6 @@ class TableSink(Protocol):
 # Units longer than this are judged by their length alone (never a phrase or a short line),
 # which keeps decisions independent of how much old text happens to be held.
 LONG_UNIT: Final = 4096
-# Up to this many new chars a scan first looks for a sentence end char by char.
-FEW_CHARS: Final = 32
 
 
 class Segmenter:
@@ -104,12 +100,10 @@ class Segmenter:
         start, self.scanned = self.scanned, max(self.scanned, stop)
         if stop <= start:
             return None
-        if (
-            not final
-            and stop - start <= FEW_CHARS
-            and not any_char_in(raw, start - base, stop - base, SENTENCE_END_CHARS)
-        ):
-            return None  # (the watermark scans a delta at a time: mostly none ends a sentence)
+        if not final and win.last_mark < start:
+            # no sentence end char came since the last scan (the watermark scans a delta or
+            # two at a time, and most hold none)
+            return None
         for match in SENTENCE_END.finditer(raw, start - base, stop - base + (0 if final else 1)):
             pos = match.start()
             if pos + base >= stop:

@@ -440,6 +440,8 @@ class RescueEngine:
                     self._release_due = True
                     return []
                 safe = attempt.detector.safe_offset(channel)
+                # this judges the whole run of the read so far: nothing is left to settle
+                self._release_due = False
                 if not queue and safe >= end:
                     # nothing held before it and nothing of it suspicious: straight out
                     return self._emit_text(index, channel, text)

@@ -33,15 +33,14 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.segment import FEW_CHARS, LONG_UNIT
+from looprescue.detect.segment import LONG_UNIT
 from looprescue.detect.shape import (
     CLAUSE_MARK,
-    CLAUSE_MARK_CHARS,
     CLAUSE_MARKS,
     NO_SPACES_SCRIPT,
     is_clause_of_words,
 )
-from looprescue.detect.text import LONG_SENTENCE, any_char_in, excerpt
+from looprescue.detect.text import LONG_SENTENCE, excerpt
 
 # One clause: text up to and including a clause mark and the space after it, or the rest
 # (in a sentence still being written a clause ends at its mark: the space may be on its way).
@@ -147,11 +146,7 @@ class StutterRule:
         runs, raw, base = self._open, win.raw, win.base
         if self._open_scanned < end:
             at = self._open_scanned - base
-            # (a delta or two at a time: a char loop tells most hold no mark, for less than a
-            # regex search costs to start)
-            if end - self._open_scanned > FEW_CHARS or any_char_in(
-                raw, at, end - base, CLAUSE_MARK_CHARS
-            ):
+            if win.last_mark >= self._open_scanned:  # (mostly no clause mark came since)
                 search = CLAUSE_MARK.search
                 while (mark := search(raw, at, end - base)) is not None:
                     at = mark.end()
