@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looprescue.detect.buffer import _MARK_CHARS, TextWindow, fold
+from looprescue.detect.buffer import MARK_CHARS, TextWindow, fold
 
 # digits, ordinal letters and their neighbours, CJK and spaces: what folding turns on
 ALPHABET = st.sampled_from([*"0123456789snrtdhx .\n中文。，,;", "21st", "3rd", "12th", "99"])
@@ -26,7 +26,7 @@ def test_the_folded_view_does_not_depend_on_the_pieces(text: str, sizes: list[in
     assert win.folded == fold(text)
     assert len(win.folded) == win.fend
     # the last char a per-delta step must look at (a digit, a sentence end, a clause mark)
-    assert win.last_mark == max((i for i, c in enumerate(text) if c in _MARK_CHARS), default=-1)
+    assert win.last_mark == max((i for i, c in enumerate(text) if c in MARK_CHARS), default=-1)
     # every folded char maps back into the raw text, in order
     raws = [win.raw_of(f) for f in range(win.fend)]
     assert raws == sorted(raws) and all(0 <= r < max(1, len(text)) for r in raws)

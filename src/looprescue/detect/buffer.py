@@ -39,13 +39,13 @@ def _as_th(match: re.Match[str]) -> str:
     return "th"[: len(match.group())]
 
 
-_DIGITS: Final = frozenset("0123456789")
+DIGIT_CHARS: Final = frozenset("0123456789")
 # Chars that some per-delta step must look at: digits (folding), sentence ends (the segmenter)
 # and clause marks (the stutter rule). Most deltas hold none, and ``last_mark`` lets each step
 # tell so without a search of its own.
-_MARK_SET: Final = _DIGITS | SENTENCE_END_CHARS | CLAUSE_MARK_CHARS
-_MARK_CHARS: Final = "".join(sorted(_MARK_SET))
-_LAST_MARK: Final = re.compile(f"(?s).*[{re.escape(_MARK_CHARS)}]")
+_MARK_SET: Final = DIGIT_CHARS | SENTENCE_END_CHARS | CLAUSE_MARK_CHARS
+MARK_CHARS: Final = "".join(sorted(_MARK_SET))
+_LAST_MARK: Final = re.compile(f"(?s).*[{re.escape(MARK_CHARS)}]")
 
 
 def _ordinal_letters(piece: str, at: int, most: int) -> int:
@@ -95,7 +95,7 @@ class TextWindow:
         self.base = 0  # absolute offset of raw[0]
         self.end = 0  # absolute offset after the last char received
         self.synced = 0  # absolute offset up to which ``raw`` and ``folded`` are built
-        self.last_mark = -1  # absolute offset of the last mark char (``_MARK_CHARS``) synced
+        self.last_mark = -1  # absolute offset of the last mark char (``MARK_CHARS``) synced
         self.pending: list[str] = []  # deltas received but not joined yet
         self.folded = ""
         self.fbase = 0  # absolute folded offset of folded[0]
@@ -215,7 +215,9 @@ class TextWindow:
         else:
             self._run_len = 0
             tail = folded_piece[-2:]
-            if tail[-1] == "t" and (tail[:-1] in _DIGITS if len(tail) == 2 else self._suffix == 1):
+            if tail[-1] == "t" and (
+                tail[:-1] in DIGIT_CHARS if len(tail) == 2 else self._suffix == 1
+            ):
                 self._suffix = 2  # ends in a suffix's first letter (already folded to "t")
             else:
                 self._suffix = 0

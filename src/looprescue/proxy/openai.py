@@ -246,19 +246,16 @@ class _BlockTracker:
 def _delta_events(
     delta: Mapping[str, Any], blocks: _BlockTracker, fields: list[str]
 ) -> list[UpstreamEvent]:
-    out: list[UpstreamEvent] = []
-    for field in _REASONING_FIELDS:
-        piece = delta.get(field)
+    reasoning, field = "", ""
+    for key in _REASONING_FIELDS:
+        piece = delta.get(key)
         if isinstance(piece, str) and piece:
-            if not fields:
-                fields.append(field)
-            out += blocks.channel_block("reasoning")
-            out.append(ReasoningDelta(blocks.current[1], piece))  # type: ignore[index]
+            reasoning, field = piece, key
             break
-    piece = delta.get("content")
-    if isinstance(piece, str) and piece:
-        out += blocks.channel_block("text")
-        out.append(TextDelta(blocks.current[1], piece))  # type: ignore[index]
+    content = delta.get("content")
+    out = _text_events(
+        reasoning, field, content if isinstance(content, str) else "", blocks, fields
+    )
     for call in items(delta, "tool_calls"):
         if not isinstance(call, Mapping):
             raise Malformed("tool_calls[] entry is not an object")
@@ -283,6 +280,23 @@ def _delta_events(
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
             out.append(ToolArgsDelta(blocks.tools[position], arguments))
+    return out
+
+
+def _text_events(
+    reasoning: str, field: str, content: str, blocks: _BlockTracker, fields: list[str]
+) -> list[UpstreamEvent]:
+    """A delta's reasoning (from its ``field``) and text, each in its block; ``fields``
+    remembers the first reasoning field the upstream used."""
+    out: list[UpstreamEvent] = []
+    if reasoning:
+        if not fields:
+            fields.append(field)
+        out += blocks.channel_block("reasoning")
+        out.append(ReasoningDelta(blocks.current[1], reasoning))  # type: ignore[index]
+    if content:
+        out += blocks.channel_block("text")
+        out.append(TextDelta(blocks.current[1], content))  # type: ignore[index]
     return out
 
 
@@ -331,8 +345,8 @@ class OpenAIDecoder:
             return [UpstreamFailed("malformed", f"{sse.describe()}: bad chunk: {err}")]
 
     def _text_chunk(self, chunk: OpenAIChunk) -> list[UpstreamEvent] | None:
-        """The events of a typed chunk, as ``_delta_events`` makes them; None for a chunk that
-        is not one choice at index 0 with a delta (the general path decides those)."""
+        """The events of a typed chunk (``_text_events``, as on the general path); None for a
+        chunk that is not one choice at index 0 with a delta (the general path decides those)."""
         choices = chunk.choices
         if len(choices) != 1:
             return None
@@ -340,21 +354,13 @@ class OpenAIDecoder:
         delta = choice.delta
         if delta is None or choice.index != 0:
             return None
-        blocks = self._blocks
-        out: list[UpstreamEvent] = []
-        reasoning = delta.reasoning_content
-        field = "reasoning_content"
-        if not reasoning:
-            reasoning, field = delta.reasoning, "reasoning"
-        if reasoning:
-            if not self.reasoning_field:
-                self.reasoning_field.append(field)
-            out += blocks.channel_block("reasoning")
-            out.append(ReasoningDelta(blocks.current[1], reasoning))  # type: ignore[index]
-        if delta.content:
-            out += blocks.channel_block("text")
-            out.append(TextDelta(blocks.current[1], delta.content))  # type: ignore[index]
-        return out
+        if delta.reasoning_content:
+            reasoning, field = delta.reasoning_content, "reasoning_content"
+        else:
+            reasoning, field = delta.reasoning or "", "reasoning"
+        return _text_events(
+            reasoning, field, delta.content or "", self._blocks, self.reasoning_field
+        )
 
     def _chunk(self, data: dict[str, Any]) -> list[UpstreamEvent]:
         out: list[UpstreamEvent] = []

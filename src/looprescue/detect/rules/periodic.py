@@ -51,7 +51,7 @@ from operator import ne
 from typing import Final, Protocol
 
 from looprescue.config import DetectorConfig
-from looprescue.detect.buffer import TextWindow
+from looprescue.detect.buffer import DIGIT_CHARS, TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rules.pool import HOLD_CHARS, pool_horizon
 from looprescue.detect.shape import (
@@ -653,7 +653,7 @@ class PeriodicRule:
             if rest or last != self._run_char or start > self._run_scanned:
                 self._run_from = start + len(rest)
             self._run_char, self._run_scanned = last, end
-        if self._run_char in _DIGIT_CHARS:
+        if self._run_char in DIGIT_CHARS:
             return self._run_from + self._hold_min - 1
         return end
 
@@ -741,7 +741,6 @@ def _long_statement(unit: str, content: Content) -> bool:
 
 
 _A_DIGIT: Final = re.compile(r"[0-9]")
-_DIGIT_CHARS: Final = frozenset("0123456789")
 
 
 def _same_item_renumbered(unit: str) -> bool:
