@@ -9,7 +9,8 @@ engine builds a continuation now (``rescue.continuation.build_continuation``), a
 given.
 Sampling is the retry settings' (``--set`` as for ``make e2e``) over the corpus's, with the
 budget the continuation had (700 tokens minus the first attempt's). Prints per variant and
-seed how many answers ended with ``stop`` and the tokens they took.
+seed how many answers ended with ``stop`` (and of those, how many hold no run of copies and no
+line said a third time: ``e2e.run.client_loop_chars``) and the tokens they took.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import httpx
 
 from e2e.model import MODEL_ALIAS, install, serve, stop_on_sigterm
 from e2e.prompts import BASE_SAMPLING, ROOT, SEED
+from e2e.run import client_loop_chars
 from looprescue.commands.common import parse_settings
 from looprescue.config import load_config
 from looprescue.proxy.openai import OpenAIWire
@@ -78,7 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default=str(SEED), help="comma-separated sampling seeds")
     parser.add_argument("--set", dest="settings", action="append", default=[])
     parser.add_argument("--only", default="", help="comma-separated prompt ids")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated corrections to send: {', '.join(VARIANTS)}",
+    )
     args = parser.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if unknown := set(variants) - set(VARIANTS):
+        parser.error(f"--variants: unknown {', '.join(sorted(unknown))}")
     only = {p for p in args.only.split(",") if p}
     records = [json.loads(line) for line in args.client_log.read_text("utf-8").splitlines()]
     resumed = [
@@ -91,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     server = serve(args.venv, args.client_log.parent / "model-server.log")
     try:
         print(f"{len(resumed)} continuations from {args.client_log.name}, seeds {seeds}")
-        for variant in VARIANTS:
+        for variant in variants:
             for seed in seeds:
-                stops = tokens = 0
+                stops = clean = tokens = 0
                 for record in resumed:
                     messages = first_continuation(record)
                     if variant == "current":
@@ -106,11 +116,14 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     reply.raise_for_status()
                     answer = reply.json()
-                    stops += answer["choices"][0]["finish_reason"] == "stop"
+                    stopped = answer["choices"][0]["finish_reason"] == "stop"
+                    text = answer["choices"][0]["message"].get("content") or ""
+                    stops += stopped
+                    clean += stopped and client_loop_chars(text) == 0
                     tokens += answer["usage"]["completion_tokens"]
                 print(
                     f"  correction {variant:8s} seed {seed:5d}: {stops}/{len(resumed)} end with "
-                    f"stop, {tokens} tokens",
+                    f"stop ({clean} of them with no loop), {tokens} tokens",
                     flush=True,
                 )
     finally:

@@ -156,7 +156,7 @@ class Exchange:
         if len(frames) == 1:
             events = decode(frames[0])
         else:
-            events = [event for sse in frames for event in decode(sse)]
+            events = _join_deltas([event for sse in frames for event in decode(sse)])
         # the engine judges a read's run of deltas once, after its last one
         feed = self.engine.feed
         last = len(events) - 1
@@ -358,4 +358,34 @@ def _last_frame_end(data: bytes) -> int:
 
 
 def _joined(first: ReasoningDelta | TextDelta, texts: list[str]) -> ReasoningDelta | TextDelta:
-    return first if len(texts) == 1 else type(first)(first.index, "".join(texts))
+    if len(texts) == 1:
+        return first
+    return type(first)(first.index, "".join(texts), len(texts))
+
+
+def _join_deltas(events: list[Any]) -> list[Any]:
+    """``events`` with each run of consecutive deltas of one block joined into one delta.
+
+    The deltas of one network read reach the client in one write anyway, and the detector
+    decides the same for any split of the text, so the engine handles the run once instead of
+    once per delta (each delta still counts as one, see ``TextDelta.pieces``)."""
+    out: list[Any] = []
+    first: ReasoningDelta | TextDelta | None = None
+    run: list[str] = []
+    for event in events:
+        kind = type(event)
+        if kind is TextDelta or kind is ReasoningDelta:
+            if first is not None and kind is type(first) and event.index == first.index:
+                run.append(event.text)
+                continue
+            if first is not None:
+                out.append(_joined(first, run))
+            first, run = event, [event.text]
+            continue
+        if first is not None:
+            out.append(_joined(first, run))
+            first, run = None, []
+        out.append(event)
+    if first is not None:
+        out.append(_joined(first, run))
+    return out

@@ -425,7 +425,7 @@ class RescueEngine:
         start = fed[channel]
         end = fed[channel] = start + len(text)
         attempt.channel_text[channel].append(text)
-        attempt.deltas += 1
+        attempt.deltas += event.pieces
         queue = attempt.queue
         watched = channel in self._watched
         if watched:

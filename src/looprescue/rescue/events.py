@@ -81,20 +81,28 @@ class BlockStarted:
 class ReasoningDelta:
     index: Final[int]
     text: Final[str]
+    # upstream deltas this one stands for (a proxy joins the deltas of one network read):
+    # OpenAI-compatible servers stream about one token per delta (``RescueEngine``'s estimate)
+    pieces: Final[int]
 
-    def __init__(self, index: int, text: str) -> None:
+    def __init__(self, index: int, text: str, pieces: int = 1) -> None:
         self.index = index
         self.text = text
+        self.pieces = pieces
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)
 class TextDelta:
     index: Final[int]
     text: Final[str]
+    # upstream deltas this one stands for (a proxy joins the deltas of one network read):
+    # OpenAI-compatible servers stream about one token per delta (``RescueEngine``'s estimate)
+    pieces: Final[int]
 
-    def __init__(self, index: int, text: str) -> None:
+    def __init__(self, index: int, text: str, pieces: int = 1) -> None:
         self.index = index
         self.text = text
+        self.pieces = pieces
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)
