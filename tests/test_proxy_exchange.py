@@ -1,11 +1,11 @@
 """The exchange hands a read's consecutive deltas of one block to the engine as one delta:
-what reaches the client, what is detected and what a continuation asks for stay the same for
-any split of the upstream bytes, and the engine still counts every upstream delta."""
+the client's bytes, the audit and the continuation are the same as when the engine takes the
+deltas one by one, for any split of the upstream bytes, and every upstream delta is counted."""
 
 from __future__ import annotations
 
 import itertools
-import re
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +20,7 @@ from tests.test_proxy_faults import openai_body
 from tests.test_proxy_http import loop_records
 
 from looprescue.config import LoopRescueConfig
-from looprescue.proxy.exchange import Exchange, _join_deltas
+from looprescue.proxy.exchange import Exchange, Step, _join_deltas
 from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import BlockStopped, ReasoningDelta, TextDelta
@@ -29,7 +29,7 @@ LOOP = next(r for r in loop_records() if r["channel"] == "text")
 REQUEST = openai_body(max_tokens=4000)
 
 
-def test_a_run_of_deltas_of_one_block_becomes_one_delta_that_counts_them() -> None:
+def test_a_run_of_deltas_of_one_block_becomes_one_delta_that_keeps_its_parts() -> None:
     events = [
         ReasoningDelta(0, "a"),
         ReasoningDelta(0, "b"),
@@ -37,13 +37,15 @@ def test_a_run_of_deltas_of_one_block_becomes_one_delta_that_counts_them() -> No
         TextDelta(2, "d"),
         TextDelta(2, "e"),
         TextDelta(2, "f"),
+        TextDelta(2, ""),  # counted as no delta: left alone
         BlockStopped(2),
         TextDelta(2, "g"),
     ]
     assert _join_deltas(events) == [
-        ReasoningDelta(0, "ab", 2),
+        ReasoningDelta(0, "ab", ("a", "b")),
         TextDelta(1, "c"),
-        TextDelta(2, "def", 3),
+        TextDelta(2, "def", ("d", "e", "f")),
+        TextDelta(2, ""),
         BlockStopped(2),
         TextDelta(2, "g"),
     ]
@@ -59,53 +61,61 @@ NORMAL = next(r for r in load_corpus() if r["label"] == "normal")
 HEALTHY = upstream_bytes(corpus_response(NORMAL))
 
 
-def client_text(client: bytes) -> str:
-    """The client's text, the count in the proxy's marker left out (it counts what was read
-    when the loop was cut, which a bigger read makes more)."""
-    text = "".join(
-        choice["delta"].get("content") or ""
-        for _, data in parse_sse(client)
-        if isinstance(data, dict)
-        for choice in data.get("choices") or []
-        if choice.get("delta")
-    )
-    return re.sub(r"〔\d+ chars", "〔N chars", text)
-
-
-def feed(raw: bytes, cuts: list[int]) -> tuple[str, list[dict], list | None, RescueEngine]:
-    """The client's text, the detections, the continuation's messages and the engine when
-    ``raw`` arrives split at ``cuts``."""
-    wire = OpenAIWire(REQUEST)
-    engine = RescueEngine(LoopRescueConfig(), wire, REQUEST)
+def start(raw_request: dict) -> tuple[RescueEngine, Exchange]:
+    wire = OpenAIWire(raw_request)
+    engine = RescueEngine(LoopRescueConfig(), wire, raw_request)
     exchange = Exchange(engine, wire, streaming=True)
     exchange.start()
     exchange.response_started(0)
-    client, found, messages = b"", [], None
-    for start, stop in itertools.pairwise([0, *sorted(set(cuts)), len(raw)]):
-        if start == stop or not exchange.reading:
-            continue
-        step = exchange.feed_bytes(raw[start:stop])
+    return engine, exchange
+
+
+def reads(raw: bytes, cuts: list[int]) -> list[bytes]:
+    edges = [0, *sorted(set(cuts)), len(raw)]
+    return [raw[a:b] for a, b in itertools.pairwise(edges) if a < b]
+
+
+def joined(raw: bytes, cuts: list[int]) -> tuple[bytes, list, Any, RescueEngine]:
+    """Client bytes, audit records and the continuation request through the exchange."""
+    engine, exchange = start(REQUEST)
+    client, audit, request = b"", [], None
+    for chunk in reads(raw, cuts):
+        if not exchange.reading:
+            break
+        step = exchange.feed_bytes(chunk)
         client += step.client
-        found += [
-            {k: r.data[k] for k in ("rule", "loop_start", "prune_offset")}
-            for r in step.audit
-            if r.kind == "detection"
-        ]
-        if step.request is not None and messages is None:
-            messages = list(step.request.body["messages"])
-    return client_text(client), found, messages, engine
+        audit += [(r.kind, r.data) for r in step.audit]
+        request = request or step.request
+    return client, audit, request, engine
 
 
-def frame_ends(raw: bytes) -> list[int]:
-    return [i + 2 for i in range(len(raw)) if raw.startswith(b"\n\n", i)]
+def one_by_one(raw: bytes, cuts: list[int]) -> tuple[bytes, list, Any, RescueEngine]:
+    """The same, each delta of a read fed to the engine on its own."""
+    engine, exchange = start(REQUEST)
+    client, audit, request = b"", [], None
+    for chunk in reads(raw, cuts):
+        if not exchange.reading:
+            break
+        step = Step()
+        events = [e for sse in exchange._parser.feed(chunk) for e in exchange._decoder.decode(sse)]
+        for number, event in enumerate(events):
+            exchange._route(engine.feed(event, more=number < len(events) - 1), step)
+            if not exchange.reading:
+                break
+        client += step.client
+        audit += [(r.kind, r.data) for r in step.audit]
+        request = request or step.request
+    return client, audit, request, engine
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(1, len(LOOPING) - 1), max_size=60))
-def test_any_split_of_the_reads_cuts_the_loop_as_frame_by_frame_does(cuts: list[int]) -> None:
-    by_frame = feed(LOOPING, frame_ends(LOOPING))[:3]
-    assert by_frame[1] and by_frame[2] is not None  # the loop is cut and a continuation asked
-    assert feed(LOOPING, cuts)[:3] == by_frame
+def test_any_split_of_the_reads_cuts_the_loop_as_one_delta_at_a_time_does(
+    cuts: list[int],
+) -> None:
+    client, audit, request, _ = joined(LOOPING, cuts)
+    assert any(kind == "detection" for kind, _ in audit) and request is not None
+    assert (client, audit, request) == one_by_one(LOOPING, cuts)[:3]
 
 
 @settings(max_examples=20, deadline=None)
@@ -118,7 +128,8 @@ def test_every_upstream_delta_is_counted_however_the_reads_join_them(cuts: list[
         for choice in data["choices"]
         if choice.get("delta")
     )
-    text, found, _, engine = feed(HEALTHY, cuts)
-    assert found == [] and text == "Here is the answer."
+    client, audit, _, engine = joined(HEALTHY, cuts)
+    assert b"Here is the answer." in client and not any(k == "detection" for k, _ in audit)
     # (the engine estimates an OpenAI attempt's tokens as one per delta at least)
     assert engine._attempt.deltas == deltas > 300
+    assert client == one_by_one(HEALTHY, cuts)[0]

@@ -55,7 +55,6 @@ from .frames import (
 from .history import anthropic_history
 from .sse import SSEEvent
 from .wire import (
-    MAX_INDEX,
     Malformed,
     Wire,
     check_messages,
@@ -210,9 +209,7 @@ class AnthropicDecoder:
             except FrameMismatch:
                 pass
             else:
-                events = _typed_block_delta(frame)
-                if events is not None:
-                    return events
+                return _typed_block_delta(frame)
         try:
             data = jsonfast.loads(sse.data)
         except ValueError as err:
@@ -298,12 +295,9 @@ def _block_start(index: int, block: Mapping[str, Any]) -> list[UpstreamEvent]:
     raise Malformed(f"unsupported content block type {block_type!r}")
 
 
-def _typed_block_delta(frame: AnthropicBlockDelta) -> list[UpstreamEvent] | None:
-    """The events of a typed block delta; None when it is not one after all, or its index is out
-    of range (the general path says so)."""
-    index = frame.index
-    if frame.type != "content_block_delta" or not 0 <= index < MAX_INDEX:
-        return None
+def _typed_block_delta(frame: AnthropicBlockDelta) -> list[UpstreamEvent]:
+    """The events of a typed block delta (its type and index range were checked decoding it)."""
+    index: int = frame.index
     delta = frame.delta
     if isinstance(delta, AnthropicTextDelta):
         return [TextDelta(index, delta.text)]

@@ -157,11 +157,12 @@ class Exchange:
             events = decode(frames[0])
         else:
             events = _join_deltas([event for sse in frames for event in decode(sse)])
-        # the engine judges a read's run of deltas once, after its last one
-        feed = self.engine.feed
+        # the engine judges a read's run of deltas once, after its last one (called on the
+        # engine itself, not a bound method kept aside: compiled, that is a direct call)
+        engine = self.engine
         last = len(events) - 1
         for number, event in enumerate(events):
-            self._route(feed(event, more=number < last), step)
+            self._route(engine.feed(event, more=number < last), step)
             if not self._accepting:
                 break
         return step
@@ -215,7 +216,7 @@ class Exchange:
                 self.engine.feed(UpstreamFailed("malformed", f"upstream stream: {err}")), step
             )
             return
-        feed = self.engine.feed
+        engine = self.engine
         decode = self._decoder.decode
         run: list[str] = []  # text of consecutive deltas of one block, not fed yet
         first: ReasoningDelta | TextDelta | None = None  # the first of them
@@ -225,24 +226,24 @@ class Exchange:
                     if first is None:
                         first = event
                     elif type(event) is not type(first) or event.index != first.index:
-                        self._route(feed(_joined(first, run)), step)
+                        self._route(engine.feed(_joined(first, run)), step)
                         if not self._accepting:
                             return
                         first, run = event, []
                     run.append(event.text)
                     continue
                 if first is not None:
-                    self._route(feed(_joined(first, run)), step)
+                    self._route(engine.feed(_joined(first, run)), step)
                     first, run = None, []
                     if not self._accepting:
                         return
-                self._route(feed(event), step)
+                self._route(engine.feed(event), step)
                 if isinstance(event, UpstreamFailed) and event.kind == "in_band":
                     step.client = b""  # the upstream's own error frame went to the client
                 if not self._accepting:
                     return
         if first is not None:
-            self._route(feed(_joined(first, run)), step)
+            self._route(engine.feed(_joined(first, run)), step)
 
     def upstream_ended(self) -> Step:
         """The current upstream response's body ended."""
@@ -358,34 +359,41 @@ def _last_frame_end(data: bytes) -> int:
 
 
 def _joined(first: ReasoningDelta | TextDelta, texts: list[str]) -> ReasoningDelta | TextDelta:
+    """Observe: the deltas of a batch as one (the engine only watches them)."""
+    return first if len(texts) == 1 else type(first)(first.index, "".join(texts))
+
+
+def _with_parts(first: ReasoningDelta | TextDelta, texts: list[str]) -> ReasoningDelta | TextDelta:
     if len(texts) == 1:
         return first
-    return type(first)(first.index, "".join(texts), len(texts))
+    return type(first)(first.index, "".join(texts), tuple(texts))
 
 
 def _join_deltas(events: list[Any]) -> list[Any]:
-    """``events`` with each run of consecutive deltas of one block joined into one delta.
+    """``events`` with each run of consecutive deltas of one block joined into one delta that
+    keeps its parts (``TextDelta.parts``).
 
-    The deltas of one network read reach the client in one write anyway, and the detector
-    decides the same for any split of the text, so the engine handles the run once instead of
-    once per delta (each delta still counts as one, see ``TextDelta.pieces``)."""
+    The deltas of one network read reach the client in one write anyway: the engine books,
+    queues and releases the run once instead of once per delta, and still feeds the detector
+    delta by delta, stopping where it fires, so it decides and counts as it did for each. An
+    empty delta is left alone (the engine counts none)."""
     out: list[Any] = []
     first: ReasoningDelta | TextDelta | None = None
     run: list[str] = []
     for event in events:
         kind = type(event)
-        if kind is TextDelta or kind is ReasoningDelta:
+        if (kind is TextDelta or kind is ReasoningDelta) and event.text:
             if first is not None and kind is type(first) and event.index == first.index:
                 run.append(event.text)
                 continue
             if first is not None:
-                out.append(_joined(first, run))
+                out.append(_with_parts(first, run))
             first, run = event, [event.text]
             continue
         if first is not None:
-            out.append(_joined(first, run))
+            out.append(_with_parts(first, run))
             first, run = None, []
         out.append(event)
     if first is not None:
-        out.append(_joined(first, run))
+        out.append(_with_parts(first, run))
     return out

@@ -16,7 +16,11 @@ the compiled module is only the caller.
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 import msgspec
+
+from .wire import MAX_INDEX
 
 
 class AnthropicTextDelta(msgspec.Struct, tag="text_delta", tag_field="type"):
@@ -36,8 +40,10 @@ class AnthropicSignatureDelta(msgspec.Struct, tag="signature_delta", tag_field="
 
 
 class AnthropicBlockDelta(msgspec.Struct):
-    type: str  # a plain field: a lone tagged struct would not require its tag
-    index: int
+    # checked while decoding, so the caller compares nothing (a lone tagged struct would not
+    # require its tag, hence a plain field)
+    type: Literal["content_block_delta"]
+    index: Annotated[int, msgspec.Meta(ge=0, lt=MAX_INDEX)]
     delta: (
         AnthropicTextDelta
         | AnthropicThinkingDelta

@@ -421,15 +421,34 @@ class RescueEngine:
             attempt.pruned[index] = attempt.pruned.get(index, 0) + len(text)
             self.stats.pruned_chars += len(text)
             return []
+        watched = channel in self._watched
+        hit = None
+        deltas = 1
+        parts = event.parts
+        if parts is None:
+            if watched:
+                hit = attempt.detector.feed(channel, text)
+        elif watched:
+            # the deltas one by one, as they came: none after the one the detector fired on
+            # is taken (nor was it read, had it come alone)
+            detector = attempt.detector
+            taken = 0
+            deltas = len(parts)
+            for number, part in enumerate(parts):
+                hit = detector.feed(channel, part)
+                taken += len(part)
+                if hit is not None:
+                    text, deltas = text[:taken], number + 1
+                    break
+        else:
+            deltas = len(parts)
         fed = attempt.fed
         start = fed[channel]
         end = fed[channel] = start + len(text)
         attempt.channel_text[channel].append(text)
-        attempt.deltas += event.pieces
+        attempt.deltas += deltas
         queue = attempt.queue
-        watched = channel in self._watched
         if watched:
-            hit = attempt.detector.feed(channel, text)
             if hit is not None:
                 queue.push_text(index, channel, start, text)
                 return self._on_hit(hit, index)

@@ -81,28 +81,30 @@ class BlockStarted:
 class ReasoningDelta:
     index: Final[int]
     text: Final[str]
-    # upstream deltas this one stands for (a proxy joins the deltas of one network read):
-    # OpenAI-compatible servers stream about one token per delta (``RescueEngine``'s estimate)
-    pieces: Final[int]
+    # None: one upstream delta. Else the upstream deltas ``text`` joins (a proxy hands the
+    # deltas of one network read on together): the engine feeds the detector one at a time,
+    # takes no delta after the one that made it fire, and counts each (see ``_attempt_tokens``)
+    parts: Final[tuple[str, ...] | None]
 
-    def __init__(self, index: int, text: str, pieces: int = 1) -> None:
+    def __init__(self, index: int, text: str, parts: tuple[str, ...] | None = None) -> None:
         self.index = index
         self.text = text
-        self.pieces = pieces
+        self.parts = parts
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)
 class TextDelta:
     index: Final[int]
     text: Final[str]
-    # upstream deltas this one stands for (a proxy joins the deltas of one network read):
-    # OpenAI-compatible servers stream about one token per delta (``RescueEngine``'s estimate)
-    pieces: Final[int]
+    # None: one upstream delta. Else the upstream deltas ``text`` joins (a proxy hands the
+    # deltas of one network read on together): the engine feeds the detector one at a time,
+    # takes no delta after the one that made it fire, and counts each (see ``_attempt_tokens``)
+    parts: Final[tuple[str, ...] | None]
 
-    def __init__(self, index: int, text: str, pieces: int = 1) -> None:
+    def __init__(self, index: int, text: str, parts: tuple[str, ...] | None = None) -> None:
         self.index = index
         self.text = text
-        self.pieces = pieces
+        self.parts = parts
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)

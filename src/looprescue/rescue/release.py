@@ -126,16 +126,32 @@ class ReleaseQueue:
 
     def drain_keeping(self, channel: Channel, keep_to: int) -> list[Item]:
         """Empty the queue: ``channel`` text up to offset ``keep_to`` and everything else comes
-        out in order; ``channel`` text from ``keep_to`` on is dropped."""
+        out in order, consecutive pieces of one block as one run; ``channel`` text from
+        ``keep_to`` on is dropped."""
         out: list[Item] = []
+        run: list[str] = []
+        run_key: tuple[int, Channel] | None = None
         while self._entries:
             entry = self._entries.popleft()
-            if not isinstance(entry, Held):
-                out.append(entry)
+            if isinstance(entry, Held):
+                if entry.channel != channel or entry.end <= keep_to:
+                    text = entry.text
+                elif entry.start < keep_to:
+                    text = entry.text[: keep_to - entry.start]
+                else:
+                    continue
+                key = (entry.up_index, entry.channel)
+                if key != run_key:
+                    if run_key is not None:
+                        out.append(Released(run_key[0], run_key[1], "".join(run)))
+                    run, run_key = [], key
+                run.append(text)
                 continue
-            if entry.channel != channel or entry.end <= keep_to:
-                out.append(Released(entry.up_index, entry.channel, entry.text))
-            elif entry.start < keep_to:
-                out.append(Released(entry.up_index, channel, entry.text[: keep_to - entry.start]))
+            if run_key is not None:
+                out.append(Released(run_key[0], run_key[1], "".join(run)))
+                run, run_key = [], None
+            out.append(entry)
+        if run_key is not None:
+            out.append(Released(run_key[0], run_key[1], "".join(run)))
         self.held_chars = 0
         return out
