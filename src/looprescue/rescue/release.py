@@ -82,45 +82,56 @@ class ReleaseQueue:
         ``known`` holds channels' safe offsets already at hand (asked once per call)."""
         entries = self._entries
         out: list[Item] = []
-        limits: dict[str, int] = dict(known) if known else {}
+        # the two channels' limits, -1 until asked (plain locals: this runs once per read)
+        text_limit = reasoning_limit = -1
+        if known:
+            text_limit = known.get("text", -1)
+            reasoning_limit = known.get("reasoning", -1)
         run: list[str] = []
-        run_key: tuple[int, Channel] | None = None
+        run_index = -1  # the block of the run being merged (-1: none)
+        run_channel: Channel = "text"
         released = 0
         while entries:
             entry = entries[0]
             if not isinstance(entry, Held):
-                if run_key is not None:
-                    out.append(Released(run_key[0], run_key[1], "".join(run)))
-                    run, run_key = [], None
+                if run_index >= 0:
+                    out.append(Released(run_index, run_channel, "".join(run)))
+                    run, run_index = [], -1
                 entries.popleft()
                 out.append(entry)
                 continue
+            channel = entry.channel
             if safe_offset is None:
                 limit = entry.end
+            elif channel == "text":
+                if text_limit < 0:
+                    text_limit = safe_offset(channel)
+                limit = text_limit
             else:
-                limit = limits.get(entry.channel, -1)
-                if limit < 0:
-                    limit = limits[entry.channel] = safe_offset(entry.channel)
-            if limit <= entry.start:
+                if reasoning_limit < 0:
+                    reasoning_limit = safe_offset(channel)
+                limit = reasoning_limit
+            start = entry.start
+            if limit <= start:
                 break
-            key = (entry.up_index, entry.channel)
-            if key != run_key:
-                if run_key is not None:
-                    out.append(Released(run_key[0], run_key[1], "".join(run)))
+            if entry.up_index != run_index or channel != run_channel:
+                if run_index >= 0:
+                    out.append(Released(run_index, run_channel, "".join(run)))
                     run = []
-                run_key = key
-            if limit >= entry.end:
+                run_index, run_channel = entry.up_index, channel
+            text = entry.text
+            if limit >= start + len(text):
                 entries.popleft()
-                run.append(entry.text)
-                released += len(entry.text)
+                run.append(text)
+                released += len(text)
                 continue
-            cut = limit - entry.start
-            run.append(entry.text[:cut])
+            cut = limit - start
+            run.append(text[:cut])
             released += cut
-            entries[0] = Held(entry.up_index, entry.channel, limit, entry.text[cut:])
+            entries[0] = Held(entry.up_index, channel, limit, text[cut:])
             break
-        if run_key is not None:
-            out.append(Released(run_key[0], run_key[1], "".join(run)))
+        if run_index >= 0:
+            out.append(Released(run_index, run_channel, "".join(run)))
         self.held_chars -= released
         return out
 
