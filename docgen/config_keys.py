@@ -30,7 +30,8 @@ MEANINGS = {
     " conversation gets a short nudge to answer or call a tool (0: never).",
     "stallMinReasoningChars": "Reasoning chars a response needs to count as reasoning-only.",
     "retryTemperature": "Temperature of the first `retryRequests` upstream requests after a"
-    " resume; a resume sampled as the loop was tends to loop again (null: the request's own).",
+    " resume; a resume sampled as the loop was tends to loop again, and more randomness makes a"
+    " small model ramble on (null: the request's own).",
     "retryReasoningEffort": "Reasoning effort of those requests (Anthropic"
     " `output_config.effort`, OpenAI `reasoning_effort`; unset: unchanged).",
     "retryRequests": "How many upstream requests after a resume, the continuation first, get"

@@ -9,6 +9,8 @@ from e2e.replay import (
     with_current_correction,
 )
 
+from looprescue.config import LoopRescueConfig
+
 PROMPT = {"role": "user", "content": "用Python写20个函数 func_1 到 func_20。"}
 KEPT = {"role": "assistant", "content": "```python\ndef func_1():\n    return 1\n"}
 OLD = {"role": "user", "content": "[looprescue] 你上一次回复的文本陷入了重复（检测规则 cycle）…"}
@@ -34,7 +36,9 @@ def test_budget_and_sampling_are_the_continuations() -> None:
     assert continuation_budget(RECORD, 700) == 512
     body = request_body([PROMPT], 512, 7, [])
     assert body["max_tokens"] == 512 and body["seed"] == 7
-    assert body["temperature"] == 1.0 and body["frequency_penalty"] == 0.5
+    defaults = LoopRescueConfig()
+    assert body["temperature"] == defaults.retryTemperature
+    assert body["frequency_penalty"] == defaults.retryFrequencyPenalty
     body = request_body([PROMPT], 512, 7, ["retryTemperature=0.7", "retryPresencePenalty=null"])
     assert body["temperature"] == 0.7 and "presence_penalty" not in body
     assert request_body([PROMPT], 512, 7, ["retryTemperature=null"])["temperature"] == 0

@@ -444,15 +444,16 @@ def test_retry_overrides_apply_to_the_first_retry_requests() -> None:
 
 def test_overrides_set_to_null_leave_sampling_unchanged() -> None:
     config = load_config(None, {"retryTemperature": None, "retryFrequencyPenalty": None})
-    assert config.retryTemperature == 1.0  # a plain None is a flag not given: default kept
+    # a plain None is a flag not given: the default is kept
+    assert config.retryTemperature == LoopRescueConfig().retryTemperature is not None
     config = load_config(None, {"retryTemperature": NULL})
     loop = record("mrwei-bleed-27438")["text"]
     result = run(engine_for(config), Script(reasoning=loop).events(), [])
     body = result.resumes[0].body
     assert "temperature" not in body and "output_config" not in body
-    # by default a resume is sampled hotter than the loop was
+    # by default a resume is sampled at the default retry temperature
     result = run(engine_for(), Script(reasoning=loop).events(), [])
-    assert result.resumes[0].body["temperature"] == 1.0
+    assert result.resumes[0].body["temperature"] == LoopRescueConfig().retryTemperature
 
 
 def budget_request(max_tokens: int) -> dict[str, Any]:

@@ -150,14 +150,15 @@ class LoopRescueConfig(_Strict):
     maxConsecutiveRescues: int = Field(3, ge=0, le=1000)
     stallCalls: int = Field(3, ge=0, le=1000)
     stallMinReasoningChars: int = Field(1024, ge=0, le=100_000_000)
-    # A resume sampled as the loop was tends to loop again: by default it gets more randomness
-    # and, on OpenAI-protocol upstreams, penalties on tokens it already wrote (make e2e measures
-    # these against the other settings). null: sent as the client asked.
-    retryTemperature: float | None = Field(1.0, ge=0.0, le=2.0)
+    # A resume sampled as the loop was tends to loop again: by default it gets a little
+    # randomness and, on OpenAI-protocol upstreams, penalties on tokens it already wrote. More
+    # randomness makes a small model ramble on instead of finishing (docs/e2e.md measures the
+    # settings against each other). null: sent as the client asked.
+    retryTemperature: float | None = Field(0.2, ge=0.0, le=2.0)
     retryReasoningEffort: Literal["low", "medium", "high", "max"] | None = None
     retryRequests: int = Field(1, ge=0, le=1000)
     # OpenAI-protocol upstreams only (Anthropic Messages has no penalties)
-    retryFrequencyPenalty: float | None = Field(0.5, ge=-2.0, le=2.0)
+    retryFrequencyPenalty: float | None = Field(1.0, ge=-2.0, le=2.0)
     retryPresencePenalty: float | None = Field(0.5, ge=-2.0, le=2.0)
     resumeTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
     models: tuple[str, ...] = ("*",)
