@@ -81,10 +81,7 @@ class BlockStarted:
 class ReasoningDelta:
     index: Final[int]
     text: Final[str]
-    # None: one upstream delta. Else the upstream deltas ``text`` joins (a proxy hands the
-    # deltas of one network read on together): the engine feeds the detector one at a time,
-    # takes no delta after the one that made it fire, and counts each (see ``_attempt_tokens``)
-    parts: Final[tuple[str, ...] | None]
+    parts: Final[tuple[str, ...] | None]  # as ``TextDelta.parts``
 
     def __init__(self, index: int, text: str, parts: tuple[str, ...] | None = None) -> None:
         self.index = index
