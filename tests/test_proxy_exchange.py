@@ -5,6 +5,7 @@ deltas one by one, for any split of the upstream bytes, and every upstream delta
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -41,7 +42,7 @@ def test_a_run_of_deltas_of_one_block_becomes_one_delta_that_keeps_its_parts() -
         BlockStopped(2),
         TextDelta(2, "g"),
     ]
-    assert _join_deltas(events) == [
+    assert _join_deltas(events, keep_parts=True) == [
         ReasoningDelta(0, "ab", ("a", "b")),
         TextDelta(1, "c"),
         TextDelta(2, "def", ("d", "e", "f")),
@@ -75,37 +76,41 @@ def reads(raw: bytes, cuts: list[int]) -> list[bytes]:
     return [raw[a:b] for a, b in itertools.pairwise(edges) if a < b]
 
 
-def joined(raw: bytes, cuts: list[int]) -> tuple[bytes, list, Any, RescueEngine]:
-    """Client bytes, audit records and the continuation request through the exchange."""
+def through(
+    raw: bytes, cuts: list[int], feed_read: Callable[[Exchange, RescueEngine, bytes], Step]
+) -> tuple[bytes, list, Any, RescueEngine]:
+    """Client bytes, audit records and the continuation request when ``feed_read`` hands each
+    read of ``raw`` (split at ``cuts``) to a new exchange."""
     engine, exchange = start(REQUEST)
     client, audit, request = b"", [], None
     for chunk in reads(raw, cuts):
         if not exchange.reading:
             break
-        step = exchange.feed_bytes(chunk)
+        step = feed_read(exchange, engine, chunk)
         client += step.client
         audit += [(r.kind, r.data) for r in step.audit]
         request = request or step.request
     return client, audit, request, engine
+
+
+def joined(raw: bytes, cuts: list[int]) -> tuple[bytes, list, Any, RescueEngine]:
+    """Through the exchange, which joins a read's deltas."""
+    return through(raw, cuts, lambda exchange, _, chunk: exchange.feed_bytes(chunk))
+
+
+def one_read_by_deltas(exchange: Exchange, engine: RescueEngine, chunk: bytes) -> Step:
+    step = Step()
+    events = [e for sse in exchange._parser.feed(chunk) for e in exchange._decoder.decode(sse)]
+    for number, event in enumerate(events):
+        exchange._route(engine.feed(event, more=number < len(events) - 1), step)
+        if not exchange.reading:
+            break
+    return step
 
 
 def one_by_one(raw: bytes, cuts: list[int]) -> tuple[bytes, list, Any, RescueEngine]:
     """The same, each delta of a read fed to the engine on its own."""
-    engine, exchange = start(REQUEST)
-    client, audit, request = b"", [], None
-    for chunk in reads(raw, cuts):
-        if not exchange.reading:
-            break
-        step = Step()
-        events = [e for sse in exchange._parser.feed(chunk) for e in exchange._decoder.decode(sse)]
-        for number, event in enumerate(events):
-            exchange._route(engine.feed(event, more=number < len(events) - 1), step)
-            if not exchange.reading:
-                break
-        client += step.client
-        audit += [(r.kind, r.data) for r in step.audit]
-        request = request or step.request
-    return client, audit, request, engine
+    return through(raw, cuts, one_read_by_deltas)
 
 
 @settings(max_examples=40, deadline=None)

@@ -42,7 +42,6 @@ from .sse import SSEError, SSEParser
 from .wire import Malformed, Wire
 
 _ACTIONS = frozenset({AuditRecord, CloseUpstream, SendRequest, SaveConversation})
-_CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
 
 # A mirrored stream is parsed once this many of its bytes wait (some 35 Anthropic deltas of
 # 6 chars): per read, only the frame ends are looked for; parsing, decoding and judging a batch
@@ -156,7 +155,8 @@ class Exchange:
         if len(frames) == 1:
             events = decode(frames[0])
         else:
-            events = _join_deltas([event for sse in frames for event in decode(sse)])
+            events = [event for sse in frames for event in decode(sse)]
+            events = _join_deltas(events, keep_parts=True)
         # the engine judges a read's run of deltas once, after its last one (called on the
         # engine itself, not a bound method kept aside: compiled, that is a direct call)
         engine = self.engine
@@ -216,34 +216,17 @@ class Exchange:
                 self.engine.feed(UpstreamFailed("malformed", f"upstream stream: {err}")), step
             )
             return
+        # the engine only watches: a run's deltas go as one, with no parts to feed one by one
+        events = _join_deltas(
+            [event for sse in frames for event in self._decoder.decode(sse)], keep_parts=False
+        )
         engine = self.engine
-        decode = self._decoder.decode
-        run: list[str] = []  # text of consecutive deltas of one block, not fed yet
-        first: ReasoningDelta | TextDelta | None = None  # the first of them
-        for sse in frames:
-            for event in decode(sse):
-                if isinstance(event, _CHANNEL_DELTAS):
-                    if first is None:
-                        first = event
-                    elif type(event) is not type(first) or event.index != first.index:
-                        self._route(engine.feed(_joined(first, run)), step)
-                        if not self._accepting:
-                            return
-                        first, run = event, []
-                    run.append(event.text)
-                    continue
-                if first is not None:
-                    self._route(engine.feed(_joined(first, run)), step)
-                    first, run = None, []
-                    if not self._accepting:
-                        return
-                self._route(engine.feed(event), step)
-                if isinstance(event, UpstreamFailed) and event.kind == "in_band":
-                    step.client = b""  # the upstream's own error frame went to the client
-                if not self._accepting:
-                    return
-        if first is not None:
-            self._route(engine.feed(_joined(first, run)), step)
+        for event in events:
+            self._route(engine.feed(event), step)
+            if isinstance(event, UpstreamFailed) and event.kind == "in_band":
+                step.client = b""  # the upstream's own error frame went to the client
+            if not self._accepting:
+                return
 
     def upstream_ended(self) -> Step:
         """The current upstream response's body ended."""
@@ -358,25 +341,22 @@ def _last_frame_end(data: bytes) -> int:
     return end
 
 
-def _joined(first: ReasoningDelta | TextDelta, texts: list[str]) -> ReasoningDelta | TextDelta:
-    """Observe: the deltas of a batch as one (the engine only watches them)."""
-    return first if len(texts) == 1 else type(first)(first.index, "".join(texts))
-
-
-def _with_parts(first: ReasoningDelta | TextDelta, texts: list[str]) -> ReasoningDelta | TextDelta:
+def _joined(
+    first: ReasoningDelta | TextDelta, texts: list[str], keep_parts: bool
+) -> ReasoningDelta | TextDelta:
     if len(texts) == 1:
         return first
-    return type(first)(first.index, "".join(texts), tuple(texts))
+    return type(first)(first.index, "".join(texts), tuple(texts) if keep_parts else None)
 
 
-def _join_deltas(events: list[Any]) -> list[Any]:
-    """``events`` with each run of consecutive deltas of one block joined into one delta that
-    keeps its parts (``TextDelta.parts``).
+def _join_deltas(events: list[Any], keep_parts: bool) -> list[Any]:
+    """``events`` with each run of consecutive deltas of one block joined into one delta;
+    ``keep_parts``: it keeps the deltas it joins (``TextDelta.parts``).
 
     The deltas of one network read reach the client in one write anyway: the engine books,
-    queues and releases the run once instead of once per delta, and still feeds the detector
-    delta by delta, stopping where it fires, so it decides and counts as it did for each. An
-    empty delta is left alone (the engine counts none)."""
+    queues and releases the run once instead of once per delta, and with the parts still
+    feeds the detector delta by delta, stopping where it fires, so it decides and counts as it
+    did for each. An empty delta is left alone (the engine counts none)."""
     out: list[Any] = []
     first: ReasoningDelta | TextDelta | None = None
     run: list[str] = []
@@ -387,13 +367,13 @@ def _join_deltas(events: list[Any]) -> list[Any]:
                 run.append(event.text)
                 continue
             if first is not None:
-                out.append(_with_parts(first, run))
+                out.append(_joined(first, run, keep_parts))
             first, run = event, [event.text]
             continue
         if first is not None:
-            out.append(_with_parts(first, run))
+            out.append(_joined(first, run, keep_parts))
             first, run = None, []
         out.append(event)
     if first is not None:
-        out.append(_with_parts(first, run))
+        out.append(_joined(first, run, keep_parts))
     return out
