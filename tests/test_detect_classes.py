@@ -192,6 +192,21 @@ def test_numbered_items_whose_content_is_gone():
     assert items[hit.loop_start : hit.prune_offset] == "4. Banana\n"
 
 
+def test_a_cjk_list_item_renumbered_is_cut_as_soon_as_a_cycle_would_be():
+    # SmolLM2's continuation of 什么是光合作用 (make e2e): one item, its number counting on;
+    # its 700-token budget ran out inside the eighth copy
+    item = "你可以使用一个全属的编界；，这就是一种生命空氣。"
+    head = "请接着再回原文里提到的一句话：\n\n1. 你可以在上面的回答中使用一个全属的编界；\n"
+    text = head + "".join(f"{n}. {item}\n" for n in range(2, 8)) + "8. " + item[:-4]
+    hit = stream(text, "text")
+    assert hit is not None and hit.rule == "counter"
+    assert text[hit.loop_start : hit.prune_offset] == f"2. {item}\n"  # one copy kept
+    # the same item with words that change is a list
+    items = ["光合作用", "呼吸作用", "蒸腾作用", "吸收作用", "运输作用", "储存作用", "分解作用"]
+    listed = head + "".join(f"{n}. {w}：这就是一种生命活动。\n" for n, w in enumerate(items, 2))
+    assert scan_text(listed, "text") == []
+
+
 def test_rows_of_results_whose_result_never_changes():
     rows = "1 x 12 = 12\n2 x 12 = 24\n3 x 12 = 36\n" + "".join(
         f"{n} x 12 = 12\n" for n in range(4, 21)

@@ -149,6 +149,14 @@ def test_song_with_refrains_in_both_channels():
     assert scan_text(song, "reasoning") == []
 
 
+def test_a_list_of_short_answers_that_repeat_is_not_a_loop():
+    # answers to a numbered checklist: a short word may repeat item after item
+    for word in ("Yes", "是", "N/A", "Done."):
+        answers = "".join(f"{n}. {word}\n" for n in range(1, 9))
+        text = "Checklist answers:\n" + answers + "9. No\n\nAll checks done."
+        assert scan_text(text, "text") == [], word
+
+
 def test_renumbered_list_is_not_a_loop():
     steps = [
         "Back up the session file.",

@@ -36,7 +36,38 @@ def judge(text: str, seed: int, channel: str = "text", high: int = 6) -> tuple:
 
 def test_the_correction_has_the_sentence_a_small_model_copies() -> None:
     assert COPIED in SENTENCES
-    assert all(not s.startswith("[looprescue]") for s in SENTENCES)
+    # the tag is watched on its own, so a mangled sentence after it is caught too
+    assert SENTENCES[0] == "[looprescue]"
+    assert all(not s.startswith("[looprescue]") for s in SENTENCES[1:])
+
+
+# SmolLM2's continuation of a Chinese list (make e2e, zh-list-cities): the copied sentence is
+# mangled, the tag is not
+MANGLED = "1. 北京\n2. 上海\n3. 上一条回答写完。\n\n1. 上一条回答：[looprescue] 上一条回答开始重复，可以编辑我们的文档。\n"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40))
+def test_the_tag_is_cut_where_it_begins_and_never_shown(seed: int, high: int) -> None:
+    hit, released = judge(MANGLED, seed, high=high)
+    assert hit is not None and hit.rule == "parrot"
+    assert hit.prune_offset == MANGLED.index("[looprescue]")
+    assert released <= hit.prune_offset
+
+
+def test_a_bracketed_word_that_is_not_the_tag_is_released() -> None:
+    text = "Options: [loop] and [rescue] are flags; [looprescuer] is another tool. Done.\n"
+    for seed in range(5):
+        hit, released = judge(text, seed)
+        assert hit is None
+    # nothing held beyond what the other rules hold
+    watched = StreamDetector(CONFIG, watch="both", correction=SENTENCES)
+    plain = StreamDetector(CONFIG, watch="both")
+    for detector in (watched, plain):
+        detector.feed("text", text)
+    assert watched.safe_offset("text") == plain.safe_offset("text")
+    watched.feed("text", "[looprescu")  # could be the tag's start: held
+    assert watched.safe_offset("text") <= len(text)
 
 
 @settings(max_examples=40, deadline=None)

@@ -47,8 +47,9 @@ class DetectorConfig(_Strict):
     cycleCharRepeats: int = Field(30, ge=2, le=100_000)
     # counter: copies equal but for their numbers; only a loop for prose blocks and table rows
     # (a counter template in code, data or a list is what the user asked for), and it needs
-    # one copy more than a cycle of the same unit (a block of prose lines: as many), and at
-    # least this many.
+    # one copy more than a cycle of the same unit (a block of prose lines, or a list item
+    # whose words stay: as many), and at least this many, in copies of counterMinChars (a CJK
+    # char counted as two).
     counterMinRepeats: float = Field(4.0, ge=2.0, le=1000)
     counterMinChars: int = Field(200, ge=16, le=10_000_000)
     # A counter loop changes one number per copy (maybe shown twice); a log or a table of

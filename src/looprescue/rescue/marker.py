@@ -79,10 +79,13 @@ def correction_sentences(
 ) -> tuple[str, ...]:
     """The sentences of a continuation's correction (without the model's own reasoning it
     quotes) that an answer has no reason to contain: a continuation that writes one out is
-    copying its instructions instead of doing the task (the ``parrot`` rule)."""
+    copying its instructions instead of doing the task (the ``parrot`` rule). The tag the
+    correction starts with is one of them, short as it is: an answer has no reason to write it,
+    and a small model that copies its instructions tends to copy the tag with a mangled
+    sentence after it (``1. 上一条回答：[looprescue] 上一条回答开始重复，可以编辑…``)."""
     text = correction(loop, "", kept_text, lang, tools)
     parts = (part.strip().removeprefix(TAG).strip() for part in _SENTENCE_END.split(text))
-    return tuple(dict.fromkeys(p for p in parts if len(p) >= ECHO_SENTENCE_CHARS))
+    return (TAG, *dict.fromkeys(p for p in parts if len(p) >= ECHO_SENTENCE_CHARS))
 
 
 def correction(

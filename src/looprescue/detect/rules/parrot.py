@@ -9,7 +9,8 @@ copied sentence begins; another continuation would be sent the same words, so th
 finishes the response there.
 
 Only whole sentences of at least ``ECHO_SENTENCE_CHARS`` chars count (``rescue.marker``), and
-only in the answer: reasoning restating its instructions is what reasoning does.
+the correction's tag, ``[looprescue]``; and only in the answer: reasoning restating its
+instructions is what reasoning does.
 """
 
 from __future__ import annotations

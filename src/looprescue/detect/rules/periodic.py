@@ -28,9 +28,11 @@ Why a repeated unit is a loop, and how many copies that takes (``copies_needed``
 A counter template (copies identical but for their numbers) is what a user gets when they ask for
 40 CSS classes, a JSON array, log lines or numbered stubs, so it is only a loop when its unit is
 prose of several lines (a step block restated with a new number), a table row whose only change
-is its row number, or hardly any text at all (``t1t2t3…``: a chant of numbers, which needs
-``cycleCharRepeats`` copies); it needs one copy more than a cycle (a prose block: as many),
-``counterMinRepeats`` at least.
+is its row number, a list item whose text stays while its list number counts on (``12.
+Banana``, ``13. Banana``), or hardly any text at all (``t1t2t3…``: a chant of numbers, which
+needs ``cycleCharRepeats`` copies); it needs one copy more than a cycle (a prose block, or a list
+item whose words stay the same: as many), ``counterMinRepeats`` at least, and copies that fill
+``counterMinChars`` (a CJK char counted as two, as for ``cycleEarlyChars``).
 
 Prune point: one copy of the unit is kept, counted from where the repetition really starts (the
 run is extended backwards as far as it holds and reduced to its primitive period), moved to a
@@ -104,6 +106,9 @@ _SENTENCE: Final = re.compile(r"[^。！？\n]*?(?:[。！？\n]|[.!?](?=\s)|$)\
 _ITEM_START: Final = re.compile(r"(?<![0-9])[0-9]{1,4}[.)、] ?(?=[^\s0-9])")
 _CLAUSE_END: Final = re.compile(f"[{CLAUSE_MARKS}] *")
 _ENDS_SENTENCE: Final = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
+# A renumbered list item at least this wide (``shape.text_width``) is a sentence, not an answer
+# word: copies of it are a block restated (``cycleBlockRepeats``).
+SENTENCE_ITEM_WIDTH: Final = 40
 # A counter template with at most this many letters is a chant of numbers, not an enumeration
 # anyone asked for (``t1t2t3``, ``1stu2stu``).
 TINY_TEMPLATE_LETTERS: Final = 4
@@ -417,10 +422,13 @@ class PeriodicRule:
         cycle_ready = copies >= facts.cycle_copies * more_copies or (
             copies >= cfg.cycleMinRepeats and raw_chars >= cfg.cycleMinChars * more_chars
         )
-        # a counter needs counterMinRepeats copies whatever its shape (never one in a fence)
+        # a counter needs counterMinRepeats copies whatever its shape (never one in a fence),
+        # and copies that fill counterMinChars, a CJK char counted as two
         shape = (
             facts.counter_shape
-            if not in_fence and copies >= cfg.counterMinRepeats and raw_chars >= cfg.counterMinChars
+            if not in_fence
+            and copies >= cfg.counterMinRepeats
+            and _fills(win, onset, end, raw_chars, cfg.counterMinChars)
             else None
         )
         counter_ready = shape is not None and copies >= facts.counter_copies
@@ -511,9 +519,15 @@ class PeriodicRule:
         cfg = self._cfg
         if shape == "tiny":
             return max(cfg.counterMinRepeats, cfg.cycleCharRepeats)
-        if shape == "block":
-            # several lines of prose restated with only a number changed: a copy of the same
-            # block is as plain a loop as a verbatim one, and as long a unit to wait for
+        words = shape == "renumbered" and letters_in(unit) > 0
+        if words and text_width(unit) >= SENTENCE_ITEM_WIDTH:
+            # a sentence that stays while its list number counts on is a block restated: a
+            # list of answers repeats a short word ("Yes", "无"), not a sentence
+            return max(cfg.counterMinRepeats, cfg.cycleMinRepeats, cfg.cycleBlockRepeats)
+        if shape == "block" or words:
+            # several lines of prose restated with only a number changed, or one list item
+            # whose words stay while its list number counts on: a copy of the same words is as
+            # plain a loop as a verbatim one, and as long a unit to wait for
             return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS))
         return max(cfg.counterMinRepeats, self.copies_needed(unit, Content.WORDS) + 1)
 
@@ -741,6 +755,16 @@ def _long_statement(unit: str, content: Content) -> bool:
 
 
 _A_DIGIT: Final = re.compile(r"[0-9]")
+
+
+def _fills(win: TextWindow, onset: int, end: int, raw_chars: int, least: int) -> bool:
+    """Whether the copies from folded ``onset`` to ``end`` (``raw_chars`` raw chars) are
+    ``least`` chars wide, a CJK char counted as two (``shape.text_width``)."""
+    if raw_chars >= least:
+        return True
+    if 2 * raw_chars < least:
+        return False
+    return text_width(win.slice(win.raw_of(onset), win.raw_of(end))) >= least
 
 
 def _same_item_renumbered(unit: str) -> bool:
