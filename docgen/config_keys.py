@@ -62,8 +62,9 @@ MEANINGS = {
     "detector.cycleCharRepeats": "Copies a one-letter unit needs.",
     "detector.counterMinRepeats": "Copies a counter loop (copies equal but for their numbers)"
     " needs; it needs one copy more than a cycle of the same unit, except a block of prose"
-    " lines, which needs as many.",
-    "detector.counterMinChars": "Chars of copies a counter loop needs at the least (a CJK char counted as two).",
+    " lines or a list item whose words stay, which need as many.",
+    "detector.counterMinChars": "Chars of copies a counter loop needs at the least (a CJK char"
+    " counted as two).",
     "detector.counterMaxChangingNumbers": "Numbers that may change from one copy of a counter"
     " loop to the next; a log or a table of measurements changes more, and is not a loop.",
     "detector.paragraphMinChars": "Length of a prose paragraph of the visible text whose"

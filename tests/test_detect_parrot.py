@@ -43,7 +43,10 @@ def test_the_correction_has_the_sentence_a_small_model_copies() -> None:
 
 # SmolLM2's continuation of a Chinese list (make e2e, zh-list-cities): the copied sentence is
 # mangled, the tag is not
-MANGLED = "1. 北京\n2. 上海\n3. 上一条回答写完。\n\n1. 上一条回答：[looprescue] 上一条回答开始重复，可以编辑我们的文档。\n"
+MANGLED = (
+    "1. 北京\n2. 上海\n3. 上一条回答写完。\n\n"
+    "1. 上一条回答：[looprescue] 上一条回答开始重复，可以编辑我们的文档。\n"
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -58,8 +61,7 @@ def test_the_tag_is_cut_where_it_begins_and_never_shown(seed: int, high: int) ->
 def test_a_bracketed_word_that_is_not_the_tag_is_released() -> None:
     text = "Options: [loop] and [rescue] are flags; [looprescuer] is another tool. Done.\n"
     for seed in range(5):
-        hit, released = judge(text, seed)
-        assert hit is None
+        assert judge(text, seed)[0] is None
     # nothing held beyond what the other rules hold
     watched = StreamDetector(CONFIG, watch="both", correction=SENTENCES)
     plain = StreamDetector(CONFIG, watch="both")
