@@ -48,7 +48,7 @@ MEANINGS = {
     " it goes upstream, as `clean` cuts them (a request with none goes byte for byte).",
     # -- detector
     "detector.cycleMinPeriod": "Shortest repeated unit the cycle rule looks for (chars, with"
-    " runs of digits or whitespace folded to one).",
+    " a number folded to one, and whitespace after a sentence end to one space or none).",
     "detector.cycleMaxPeriod": "Longest repeated unit the cycle rule looks for.",
     "detector.cycleMinRepeats": "Copies a cycle needs at the least, whatever its unit.",
     "detector.cycleMinChars": "Chars of copies a cycle of any other unit (digits, lone marks)"

@@ -266,6 +266,21 @@ def test_copies_of_a_short_sentence_that_differ_in_whitespace():
     assert hit.prune_offset <= len(LEAD) + len("I will check the config file.") + 16
 
 
+def test_a_cjk_sentence_run_together_and_then_set_as_paragraphs_is_one_loop():
+    # SmolLM2 on 什么是递归 (make e2e): three copies back to back, two after a blank line, then
+    # blank lines between; the periodic run must not start again where the separator changes
+    # (it did: cut at char 384 of the answer, 344 after the onset)
+    sentence = "递归函数是一种简单的递归函数，它可以返回一个函数，用于返回一个函数。"
+    lead = "递归是一种简单的递归函数，它是一种简单的递归函数，用于将一个函数返回值进行过滤。"
+    text = lead + sentence * 3 + "\n\n" + sentence * 2
+    text += "".join("\n\n" + sentence for _ in range(8))
+    _fires_early(text, len(lead), within=5 * len(sentence) + 8, keep=len(sentence))
+    # the English counterpart: spaced, then on lines of their own
+    line = "The function returns a function that returns the function."
+    english = LEAD + " ".join([line] * 3) + "".join("\n\n" + line for _ in range(12))
+    _fires_early(english, len(LEAD), within=6 * (len(line) + 2), keep=len(line) + 1)
+
+
 def test_copies_that_differ_in_a_word_rotate_as_a_pool():
     rng = random.Random(9)
     forms = ["Let me check the file.", "Let me check the code.", "Let me check the test."]

@@ -30,9 +30,9 @@ class _Strict(BaseModel):
 class DetectorConfig(_Strict):
     """Thresholds of the streaming loop detector (see docs/detector.md for the why of each)."""
 
-    # cycle: the tail is one unit repeated (digit runs and whitespace runs folded). How many
-    # copies make a loop depends on the unit (docs/detector.md): never fewer than
-    # cycleMinRepeats; a unit with words once its copies fill cycleEarlyChars, a short one
+    # cycle: the tail is one unit repeated (numbers, and whitespace after a sentence end,
+    # folded). How many copies make a loop depends on the unit (docs/detector.md): never fewer
+    # than cycleMinRepeats; a unit with words once its copies fill cycleEarlyChars, a short one
     # after cycleShortRepeats, a block of sentences or lines after cycleBlockRepeats, one letter
     # after cycleCharRepeats, a clause of words said again inside one sentence after
     # cycleClauseRepeats; any other unit (digits, lone marks) once cycleMinChars are filled.

@@ -7,7 +7,12 @@ and a chant of digits with no separator is still a chant. An ordinal suffix goes
 the two letters after a number fold to ``th`` when they could be one (``21st``, ``22nd`` and
 ``24th`` all read ``0th``), letter for letter and judged only on the chars before them, so the
 fold never waits for text that has not come. Folded offsets map back to raw ones through the
-list of numbers that folding shortened (one entry per multi-digit number).
+list of runs that folding shortened (one entry per multi-digit number or whitespace run).
+
+Whitespace after a sentence end is layout, not text: after ``.``, ``!`` or ``?`` a run of it
+folds to one space, after ``。``, ``！`` or ``？`` (scripts written without spaces) to nothing. So
+a sentence said again and again stays one period whether its copies are run together, spaced
+or set as paragraphs (``递归函数是…。递归函数是…。\n\n递归函数是…。``).
 """
 
 from __future__ import annotations
@@ -28,11 +33,25 @@ _DIGIT_TAIL: Final = re.compile(r"[0-9]+$")
 _ORDINAL_FIRST: Final = frozenset("snrt")  # st, nd, rd, th
 _ORDINAL_SECOND: Final = frozenset("tdh")
 _ORDINAL: Final = re.compile(r"(?<=[0-9])[snrt][tdh]?")
+# Sentence ends after which whitespace is layout: one space after a Latin one, none after a
+# full-width one.
+_LATIN_ENDS: Final = ".!?"
+_WIDE_ENDS: Final = "。！？"
+_SPACE_AFTER_END: Final = re.compile(f"(?<=[{_LATIN_ENDS}{_WIDE_ENDS}])\\s+")
+# what ``_append_folded`` looks for: a number, or whitespace after a sentence end
+_FOLDABLE: Final = re.compile(f"[0-9]+|(?<=[{_LATIN_ENDS}{_WIDE_ENDS}])\\s+")
+# How the text ends, for whitespace that the next piece may begin with.
+_NO_END, _LATIN_END, _LATIN_SPACE, _WIDE_END = 0, 1, 2, 3
 
 
 def fold(text: str) -> str:
-    """The folded view of ``text``: every number to one ``0``, its ordinal suffix to ``th``."""
-    return _NUMBERS.sub("0", _ORDINAL.sub(_as_th, text))
+    """The folded view of ``text``: every number to one ``0``, its ordinal suffix to ``th``,
+    whitespace after a sentence end to one space (after a full-width end, to nothing)."""
+    return _SPACE_AFTER_END.sub(_as_layout, _NUMBERS.sub("0", _ORDINAL.sub(_as_th, text)))
+
+
+def _as_layout(match: re.Match[str]) -> str:
+    return "" if match.string[match.start() - 1] in _WIDE_ENDS else " "
 
 
 def _as_th(match: re.Match[str]) -> str:
@@ -68,6 +87,9 @@ class TextWindow:
     """
 
     __slots__ = (
+        "_end_ph",
+        "_end_start",
+        "_end_state",
         "_run_len",
         "_run_ph",
         "_run_start",
@@ -111,6 +133,11 @@ class TextWindow:
         # How far into a possible ordinal suffix the text ends: 1 just after a number, 2 after
         # its first suffix letter, else 0.
         self._suffix = 0
+        # Whether the text ends with a sentence end (and whitespace after it), which whitespace
+        # at the start of the next piece goes on from: the run's placeholder and raw start.
+        self._end_state = _NO_END
+        self._end_ph = 0
+        self._end_start = 0
 
     # -- receiving ------------------------------------------------------------------------
     def sync(self) -> None:
@@ -160,9 +187,9 @@ class TextWindow:
         self._suffix = 1
 
     def _append_folded(self, piece: str, raw_start: int) -> None:
-        if self.last_mark < raw_start and not self._suffix:
-            # No number in it, and none before it that a suffix could follow: folded as it is.
-            # Most pieces the watermark syncs (a delta or two) are such.
+        if self.last_mark < raw_start and not self._suffix and not self._end_state:
+            # No number or sentence end in it, and none before it that it could go on from:
+            # folded as it is. Most pieces the watermark syncs (a delta or two) are such.
             folded, self.folded = self.folded, ""
             folded += piece
             self.folded = folded
@@ -170,33 +197,75 @@ class TextWindow:
             self._run_len = 0
             return
         fstart = self.fend
-        # One pass over the numbers builds the folded piece and the shortened-run entries.
+        # One pass over the numbers and the whitespace after sentence ends builds the folded
+        # piece and the shortened-run entries.
         parts: list[str] = []
         last = removed = 0
-        if self._suffix:  # the piece may go on with the suffix of the number before it
+        fph, rstart, rend = self.run_fph, self.run_rstart, self.run_rend
+        end_state = self._end_state
+        if end_state and piece[0].isspace():
+            # whitespace after the sentence end the text so far ends with
+            size = len(piece) - len(piece.lstrip())
+            if end_state == _LATIN_END:
+                parts.append(" ")  # its first char is the run's placeholder
+                self._end_ph, self._end_start = fstart, raw_start
+                removed = size - 1
+            else:
+                removed = size
+            if removed:
+                if rstart and rstart[-1] == self._end_start:
+                    rend[-1] = raw_start + size
+                else:
+                    fph.append(self._end_ph)
+                    rstart.append(self._end_start)
+                    rend.append(raw_start + size)
+            last = size
+            end_state = _LATIN_SPACE if end_state == _LATIN_END else end_state
+        elif self._suffix:  # the piece may go on with the suffix of the number before it
             last = _ordinal_letters(piece, 0, 3 - self._suffix)
             if last:
                 parts.append("th"[self._suffix - 1 : self._suffix - 1 + last])
-        fph, rstart, rend = self.run_fph, self.run_rstart, self.run_rend
-        for match in _DIGIT_HEAD.finditer(piece, last):
+        if last < len(piece):
+            end_state = _NO_END
+        for match in _FOLDABLE.finditer(piece, last):
             begin, end = match.span()
             parts.append(piece[last:begin])
             size = end - begin
-            if size == 1:
-                parts.append("0")
+            if "0" <= piece[begin] <= "9":
+                if size == 1:
+                    parts.append("0")
+                else:
+                    cut = begin + min(size, NUMBER_DIGITS)
+                    fph.append(fstart + begin - removed)
+                    rstart.append(raw_start + begin)
+                    rend.append(raw_start + cut)
+                    removed += cut - begin - 1
+                    parts.append("0" + piece[cut:end])  # digits past a number's length stay
+                last = end
+                if piece[end : end + 1] in _ORDINAL_FIRST:  # rare: most numbers end a word
+                    letters = _ordinal_letters(piece, end, 2)
+                    parts.append("th"[:letters])
+                    last = end + letters
+                end_state = _NO_END
+                continue
+            # whitespace after a sentence end: one space after a Latin one (the placeholder),
+            # none after a full-width one (the end itself is the placeholder)
+            if piece[begin - 1] in _LATIN_ENDS:
+                placeholder, start, dropped = fstart + begin - removed, raw_start + begin, size - 1
+                parts.append(" ")
+                end_state = _LATIN_SPACE
             else:
-                cut = begin + min(size, NUMBER_DIGITS)
-                fph.append(fstart + begin - removed)
-                rstart.append(raw_start + begin)
-                rend.append(raw_start + cut)
-                removed += cut - begin - 1
-                parts.append("0" + piece[cut:end])  # digits past a number's length stay
+                placeholder = fstart + begin - 1 - removed
+                start, dropped = raw_start + begin - 1, size
+                end_state = _WIDE_END
+            if dropped:
+                fph.append(placeholder)
+                rstart.append(start)
+                rend.append(raw_start + end)
+                removed += dropped
+            self._end_ph, self._end_start = placeholder, start
             last = end
-            if piece[end : end + 1] in _ORDINAL_FIRST:  # rare: most numbers end a word
-                letters = _ordinal_letters(piece, end, 2)
-                parts.append("th"[:letters])
-                last = end + letters
-        if parts:
+        if parts or last:
             parts.append(piece[last:])
             folded_piece = "".join(parts)
         else:
@@ -205,7 +274,18 @@ class TextWindow:
         folded += folded_piece
         self.folded = folded
         self.fend = fstart + len(folded_piece)
-        if "0" <= piece[-1] <= "9":
+        tail_char = piece[-1]
+        if last < len(piece):
+            # the piece ends after its last run: with a sentence end, or with nothing to go on
+            if tail_char in _LATIN_ENDS:
+                end_state = _LATIN_END
+            elif tail_char in _WIDE_ENDS:
+                end_state = _WIDE_END
+                self._end_ph, self._end_start = self.fend - 1, raw_start + len(piece) - 1
+            else:
+                end_state = _NO_END
+        self._end_state = end_state
+        if "0" <= tail_char <= "9":
             size = len(_DIGIT_TAIL.search(piece).group())  # type: ignore[union-attr]
             self._run_start = raw_start + len(piece) - size
             self._run_len = size
@@ -215,7 +295,7 @@ class TextWindow:
         else:
             self._run_len = 0
             tail = folded_piece[-2:]
-            if tail[-1] == "t" and (
+            if tail and tail[-1] == "t" and (
                 tail[:-1] in DIGIT_CHARS if len(tail) == 2 else self._suffix == 1
             ):
                 self._suffix = 2  # ends in a suffix's first letter (already folded to "t")
