@@ -295,8 +295,10 @@ class TextWindow:
         else:
             self._run_len = 0
             tail = folded_piece[-2:]
-            if tail and tail[-1] == "t" and (
-                tail[:-1] in DIGIT_CHARS if len(tail) == 2 else self._suffix == 1
+            if (
+                tail
+                and tail[-1] == "t"
+                and (tail[:-1] in DIGIT_CHARS if len(tail) == 2 else self._suffix == 1)
             ):
                 self._suffix = 2  # ends in a suffix's first letter (already folded to "t")
             else:
