@@ -31,8 +31,9 @@ prose of several lines (a step block restated with a new number), a table row wh
 is its row number, a list item whose text stays while its list number counts on (``12.
 Banana``, ``13. Banana``), or hardly any text at all (``t1t2t3…``: a chant of numbers, which
 needs ``cycleCharRepeats`` copies); it needs one copy more than a cycle (a prose block, or a list
-item whose words stay the same: as many), ``counterMinRepeats`` at least, and copies that fill
-``counterMinChars`` (a CJK char counted as two, as for ``cycleEarlyChars``).
+item whose words stay the same: as many; an item whose sentence stays: as many as a block),
+``counterMinRepeats`` at least, and copies that fill ``counterMinChars`` (a CJK char counted as
+two, as for ``cycleEarlyChars``).
 
 Prune point: one copy of the unit is kept, counted from where the repetition really starts (the
 run is extended backwards as far as it holds and reduced to its primitive period), moved to a
