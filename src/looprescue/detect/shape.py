@@ -17,9 +17,10 @@ _LETTER: Final = re.compile(r"[^\W\d_]")
 _DIGIT: Final = re.compile(r"[0-9]")
 _ONLY_DIGITS: Final = re.compile(r"[0-9\s]+")
 # Sentence ends as the segmenter sees them, and line ends that do not just follow one.
-# (whitespace after a full-width sentence end is layout, as the folded view has it: ``x。\n\n``
-# is one sentence, not a sentence and a blank line)
-_UNIT_END: Final = re.compile(r"[。！？]\s*|[.!?](?:[ \t]*\n|\s|$)|\n")
+# Whitespace after a sentence end is layout, as the folded view has it: ``x.\n\n`` is one
+# sentence, not a sentence and a blank line, or a copy would change its shape with the blank
+# lines after it.
+_UNIT_END: Final = re.compile(r"[。！？]\s*|[.!?](?:\s+|$)|\n")
 _CODE_LINE: Final = re.compile(
     r"""(?x)
     (?: [{};,(\[] | \):? | => | \)\s*\{ ) \s* $          # ends like a statement or a block
