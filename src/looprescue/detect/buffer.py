@@ -38,8 +38,14 @@ _ORDINAL: Final = re.compile(r"(?<=[0-9])[snrt][tdh]?")
 _LATIN_ENDS: Final = ".!?"
 _WIDE_ENDS: Final = "。！？"
 _SPACE_AFTER_END: Final = re.compile(f"(?<=[{_LATIN_ENDS}{_WIDE_ENDS}])\\s+")
-# what ``_append_folded`` looks for: a number, or whitespace after a sentence end
-_FOLDABLE: Final = re.compile(f"[0-9]+|(?<=[{_LATIN_ENDS}{_WIDE_ENDS}])\\s+")
+# what ``_append_folded`` looks for: a number, or a sentence end and whitespace after it that
+# folding changes (after a Latin end, anything but one space: most sentences end so). The
+# pattern begins with one char class, which the regex engine scans for in a tight loop; an
+# alternation of classes would be tried branch by branch at every char.
+_FOLDABLE: Final = re.compile(
+    f"[0-9{_LATIN_ENDS}{_WIDE_ENDS}]"
+    f"(?:(?<=[0-9])[0-9]*|(?<=[{_LATIN_ENDS}])(?:[^\\S ]\\s*| \\s+)|(?<=[{_WIDE_ENDS}])\\s+)"
+)
 # How the text ends, for whitespace that the next piece may begin with.
 _NO_END, _LATIN_END, _LATIN_SPACE, _WIDE_END = 0, 1, 2, 3
 
@@ -187,14 +193,19 @@ class TextWindow:
         self._suffix = 1
 
     def _append_folded(self, piece: str, raw_start: int) -> None:
-        if self.last_mark < raw_start and not self._suffix and not self._end_state:
-            # No number or sentence end in it, and none before it that it could go on from:
+        if (
+            self.last_mark < raw_start
+            and not self._suffix
+            and not (self._end_state and piece[0].isspace())
+        ):
+            # No number or sentence end in it, and nothing before it that it goes on from:
             # folded as it is. Most pieces the watermark syncs (a delta or two) are such.
             folded, self.folded = self.folded, ""
             folded += piece
             self.folded = folded
             self.fend += len(piece)
             self._run_len = 0
+            self._end_state = _NO_END
             return
         fstart = self.fend
         # One pass over the numbers and the whitespace after sentence ends builds the folded
@@ -229,6 +240,8 @@ class TextWindow:
             end_state = _NO_END
         for match in _FOLDABLE.finditer(piece, last):
             begin, end = match.span()
+            if not "0" <= piece[begin] <= "9":
+                begin += 1  # the sentence end stays as it is; the whitespace after it folds
             parts.append(piece[last:begin])
             size = end - begin
             if "0" <= piece[begin] <= "9":
@@ -276,9 +289,13 @@ class TextWindow:
         self.fend = fstart + len(folded_piece)
         tail_char = piece[-1]
         if last < len(piece):
-            # the piece ends after its last run: with a sentence end, or with nothing to go on
+            # the piece ends after its last run: with a sentence end (and one space), or with
+            # nothing to go on
             if tail_char in _LATIN_ENDS:
                 end_state = _LATIN_END
+            elif tail_char == " " and last < len(piece) - 1 and piece[-2] in _LATIN_ENDS:
+                end_state = _LATIN_SPACE  # the space is the placeholder of what may follow
+                self._end_ph, self._end_start = self.fend - 1, raw_start + len(piece) - 1
             elif tail_char in _WIDE_ENDS:
                 end_state = _WIDE_END
                 self._end_ph, self._end_start = self.fend - 1, raw_start + len(piece) - 1
