@@ -34,6 +34,17 @@ def judge(text: str, seed: int, channel: str = "text", high: int = 6) -> tuple:
     return detector.flush(channel), released
 
 
+def _held_as_the_other_rules_hold(text: str) -> StreamDetector:
+    """A detector watching for the correction, fed ``text``, after checking that it holds back
+    no more of it than one that does not watch."""
+    watched = StreamDetector(CONFIG, watch="both", correction=SENTENCES)
+    plain = StreamDetector(CONFIG, watch="both")
+    for detector in (watched, plain):
+        detector.feed("text", text)
+    assert watched.safe_offset("text") == plain.safe_offset("text")
+    return watched
+
+
 def test_the_correction_has_the_sentence_a_small_model_copies() -> None:
     assert COPIED in SENTENCES
     # the tag is watched on its own, so a mangled sentence after it is caught too
@@ -52,10 +63,7 @@ MANGLED = (
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 40))
 def test_the_tag_is_cut_where_it_begins_and_never_shown(seed: int, high: int) -> None:
-    hit, released = judge(MANGLED, seed, high=high)
-    assert hit is not None and hit.rule == "parrot"
-    assert hit.prune_offset == MANGLED.index("[looprescue]")
-    assert released <= hit.prune_offset
+    _cut_where_the_copy_begins(MANGLED, "[looprescue]", seed, high)
 
 
 def test_a_bracketed_word_that_is_not_the_tag_is_released() -> None:
@@ -63,11 +71,7 @@ def test_a_bracketed_word_that_is_not_the_tag_is_released() -> None:
     for seed in range(5):
         assert judge(text, seed)[0] is None
     # nothing held beyond what the other rules hold
-    watched = StreamDetector(CONFIG, watch="both", correction=SENTENCES)
-    plain = StreamDetector(CONFIG, watch="both")
-    for detector in (watched, plain):
-        detector.feed("text", text)
-    assert watched.safe_offset("text") == plain.safe_offset("text")
+    watched = _held_as_the_other_rules_hold(text)
     watched.feed("text", "[looprescu")  # could be the tag's start: held
     assert watched.safe_offset("text") <= len(text)
 
@@ -75,9 +79,13 @@ def test_a_bracketed_word_that_is_not_the_tag_is_released() -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 40))
 def test_a_copied_sentence_is_cut_where_it_begins_and_never_shown(seed: int, high: int) -> None:
-    hit, released = judge(ANSWER, seed, high=high)
+    _cut_where_the_copy_begins(ANSWER, COPIED, seed, high)
+
+
+def _cut_where_the_copy_begins(text: str, copy: str, seed: int, high: int) -> None:
+    hit, released = judge(text, seed, high=high)
     assert hit is not None and hit.rule == "parrot"
-    assert hit.prune_offset == ANSWER.index(COPIED)
+    assert hit.prune_offset == text.index(copy)
     assert released <= hit.prune_offset
 
 
@@ -115,11 +123,7 @@ def test_an_answer_that_starts_like_a_sentence_and_goes_elsewhere_is_released() 
     for seed in range(5):
         assert judge(text, seed)[0] is None
     # it holds nothing more than the other rules do once the text went elsewhere
-    watched = StreamDetector(CONFIG, watch="both", correction=SENTENCES)
-    plain = StreamDetector(CONFIG, watch="both")
-    for detector in (watched, plain):
-        detector.feed("text", text)
-    assert watched.safe_offset("text") == plain.safe_offset("text")
+    watched = _held_as_the_other_rules_hold(text)
     watched.feed("text", "。同一段内容被反复")  # could be the copy's start again: held
     assert watched.safe_offset("text") <= len(text) + 1
 
