@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.paths import CORPUS
@@ -10,7 +12,8 @@ from looprescue.config import DetectorConfig
 from looprescue.corpus import load_corpus
 from looprescue.detect import StreamDetector, scan_text
 from looprescue.detect.buffer import fold
-from looprescue.detect.channel import ChannelDetector
+from looprescue.detect.channel import STRIDE, ChannelDetector
+from looprescue.detect.recurrence import TRIM_SLACK
 
 WORDS = [
     "lock",
@@ -146,15 +149,25 @@ def test_memory_per_stream_is_bounded_by_the_largest_period_and_windows():
     cfg = DetectorConfig()
     unit = "".join(chr(0x4E00 + (i * 37) % 2000) for i in range(300))  # a 300-char unit
     healthy = " ".join(f"w{i * 7919 % 100003}" for i in range(200_000))  # ~1.4 MB, no loop
-    for text in (healthy, unit * 3000):
+    # CJK chars in no order: new trigrams all the time (the index's tables must forget)
+    rng = random.Random(7)
+    scattered = "".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(200_000))
+    for text in (healthy, unit * 3000, scattered):
         detector = ChannelDetector("reasoning", cfg)
-        held = 0
+        held = indexed = 0
         for start in range(0, len(text), 3):
             detector.feed(text[start : start + 3])
+            if start % 300 == 0:  # the watermark's index too (its chain; its tables are fixed)
+                detector.safe_offset()
+                index = detector._periodic._index
+                indexed = max(indexed, len(index._chain) if index is not None else 0)
             held = max(held, len(detector._win.raw))
             if detector.hit is not None:
                 break
-        assert held <= detector._win.keep + detector._win.slack + 64
+        # (plus the chars since the last checkpoint, which the watermark syncs)
+        assert held <= detector._win.keep + detector._win.slack + STRIDE + 3
+        # the period range, the slack it is trimmed by, and the chars indexed at once
+        assert indexed <= cfg.cycleMaxPeriod + TRIM_SLACK + 4 + 303
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -56,6 +56,7 @@ from typing import Final, Protocol
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import DIGIT_CHARS, TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.recurrence import SuffixIndex
 from looprescue.detect.rules.pool import HOLD_CHARS, pool_horizon
 from looprescue.detect.shape import (
     CLAUSE_MARKS,
@@ -82,6 +83,11 @@ from looprescue.detect.text import (
 # Length of the folded suffix searched for in the window: long enough that a chance match in
 # prose is rare; shorter loops are found through a multiple of their period.
 PROBE: Final = 24
+# The watermark's suffix search indexes the text (``recurrence.py``) once the range it searches
+# is this long: below it, ``str.rfind`` over the range costs less than indexing the new chars
+# (the index spends about 300 instructions per char when compiled, a failing ``rfind`` about 5
+# per char of the range).
+INDEX_FROM: Final = 1024
 # Smallest lag searched for; the primitive period found inside a run may be shorter.
 MIN_LAG: Final = 16
 # A recurring suffix at least this long (and two copies) that stops recurring is held until
@@ -179,6 +185,26 @@ def _grown(text: str, at: int, end: int, lag: int) -> int:
     return len(new) if new == old else _first_mismatch(new, old)
 
 
+def _searched_suffix(text: str, e: int, bound: int, max_period: int) -> tuple[int, int]:
+    """``PeriodicRule._recurring_suffix`` by ``str.rfind``: lengths from short to long, each
+    found at its nearest lag and followed back as far as it matches there; the next try is one
+    char longer (a call pays for one search of the whole range: the last try, which fails)."""
+    good = lag = 0
+    length = 1
+    stop = e - 1  # a recurrence ends at least one char before the end
+    while length <= bound:
+        found = text.rfind(text[e - length : e], max(0, e - length - max_period), stop)
+        if found < 0:
+            break
+        lag = e - length - found
+        good = _tail_match(text, e, lag, length, min(bound, e - lag))
+        length = good + 1
+        # A longer suffix recurs at no nearer lag (its shorter one would have been found
+        # there), and not at this one (the match stopped): it ends further back.
+        stop = e - lag - 1
+    return good, lag
+
+
 def _tail_match(text: str, end: int, lag: int, known: int, most: int) -> int:
     """Longest L <= ``most`` (>= ``known``, which match) with text[end-L:end] equal to the text
     ``lag`` chars earlier: a few chars one by one (a chance match ends within them), then a
@@ -186,7 +212,7 @@ def _tail_match(text: str, end: int, lag: int, known: int, most: int) -> int:
     k = known
     stop = min(most, known + 16)
     while k < stop:
-        if text[end - k - 1] != text[end - k - 1 - lag]:
+        if ord(text[end - k - 1]) != ord(text[end - k - 1 - lag]):  # (compiled: no str made)
             return k
         k += 1
     return k if k >= most else _run_length(text, end, lag, k, end - lag - most)
@@ -272,7 +298,11 @@ class PeriodicRule:
         # safe_offset's memory: the longest recurring suffix at the end of the last call
         self._suffix = 0
         self._suffix_end = 0
-        self._suffix_lag = 0  # a lag at which that suffix recurs (0: none known)
+        self._suffix_lag = 0  # the nearest lag at which that suffix recurs (0: none known)
+        # where the last chars occurred before: made once a search range reaches INDEX_FROM
+        # (most answers are shorter)
+        self._index: SuffixIndex | None = None
+        self._index_from = INDEX_FROM
         # the run of one char the raw text ends with: the char, where it begins, and how far
         # the text was read for it
         self._run_char, self._run_from, self._run_scanned = "", 0, 0
@@ -644,9 +674,9 @@ class PeriodicRule:
         at once (less lag; a consumer then cuts at what it released, and counts the leak).
 
         The suffix can grow by at most the chars received since the last call, which bounds the
-        search. Lengths are tried from short to long: a short suffix that recurs is found close
-        by and followed back as far as it matches there, and the next try is one char longer,
-        so a call pays for one search of the whole period range (the last try, which fails)."""
+        search. Inside a run it still recurs at the lag it did (one comparison); otherwise the
+        places its last three chars occurred before are tried, nearest first (``SuffixIndex``:
+        a call costs the chars it indexes and those places, not a scan of the period range)."""
         held = min(self._suffix_offset(win), self._digit_run_offset(win))
         if self._broken_from is not None:
             if self._last >= self._broken_until:
@@ -695,23 +725,10 @@ class PeriodicRule:
             self._suffix = bound
             return win.raw_of(end - bound)
 
-        max_period = self._max_period
-        self._suffix_lag = 0
-        good = hold_min - 1  # shorter suffixes are released whether they recur or not
-        length = max(hold_min, 1)
-        stop = e - 1  # a recurrence ends at least one char before the end
-        while length <= bound:
-            # the nearest recurrence ending 1…max_period chars before the end
-            found = folded.rfind(folded[e - length : e], max(0, e - length - max_period), stop)
-            if found < 0:
-                break
-            lag = e - length - found
-            good = _tail_match(folded, e, lag, length, min(bound, e - lag))
-            self._suffix_lag = lag
-            length = good + 1
-            # A longer suffix recurs at no nearer lag (its shorter one would have been found
-            # there), and not at this one (the match stopped): it ends further back.
-            stop = e - lag - 1
+        good, lag = self._recurring_suffix(win, bound)
+        if good < hold_min:
+            good, lag = hold_min - 1, 0  # shorter suffixes are released whether they recur or not
+        self._suffix_lag = lag
         self._suffix = good
         broken_min = max(BROKEN_RUN_MIN, 2 * previous_lag)
         if (
@@ -728,9 +745,57 @@ class PeriodicRule:
                 self._broken_from = start
             self._broken_until = max(self._broken_until, end)
         if good < max(1, hold_min):
-            self._suffix_lag = 0 if good == 0 else self._suffix_lag
             return win.synced
         return win.raw_of(end - good)
+
+    def _recurring_suffix(self, win: TextWindow, bound: int) -> tuple[int, int]:
+        """The longest suffix of the folded text (``bound`` chars at most) that ended before,
+        1…``cycleMaxPeriod`` chars earlier and inside the window, and the nearest lag it did
+        at (0, 0: none). Over a range shorter than ``INDEX_FROM`` chars ``str.rfind`` finds it
+        at less cost than indexing the chars. Else one of three chars or more ends where its
+        last three did: the index's chain of their hash, nearest first; a shorter one is the
+        latest place of its hash, or, when another string has that hash, found by ``rfind``."""
+        folded, fbase, end = win.folded, win.fbase, win.fend
+        e = end - fbase
+        if min(e, self._max_period) < self._index_from:
+            return _searched_suffix(folded, e, bound, self._max_period)
+        index = self._index
+        if index is None:
+            index = self._index = SuffixIndex(self._max_period)
+        index.update(folded, fbase, end)
+        lo = end - self._max_period  # an earlier copy ends here at the earliest
+        good = lag = 0
+        if bound >= 3:
+            j = index.latest(3)
+            floor = max(lo, fbase + 3)
+            last, second, third = ord(folded[e - 1]), ord(folded[e - 2]), ord(folded[e - 3])
+            while j >= floor:
+                at = j - fbase
+                if (
+                    ord(folded[at - 1]) == last
+                    and ord(folded[at - 2]) == second
+                    and ord(folded[at - 3]) == third  # (else another trigram's hash)
+                ):
+                    length = _tail_match(folded, e, end - j, 3, min(bound, at))
+                    if length > good:
+                        good, lag = length, end - j
+                        if length >= bound:
+                            break
+                j = index.before(j)
+        n = min(bound, 2)
+        while good == 0 and n >= 1:
+            j = index.latest(n)
+            if j >= max(lo, fbase + n):
+                if folded.startswith(folded[e - n : e], j - fbase - n):
+                    good, lag = n, end - j
+                    break
+                # another string with its hash was the latest: search
+                found = folded.rfind(folded[e - n : e], max(0, lo - fbase - n), e - 1)
+                if found >= 0:
+                    good, lag = n, e - n - found
+                    break
+            n -= 1
+        return good, lag
 
 
 # Code repeats short lines (braces, blank comments, decorators, ``pass``) and blocks, and a long
