@@ -134,3 +134,34 @@ def test_a_delta_that_ends_the_third_copy_and_breaks_the_run_leaks_nothing():
     hit = hit or detector.flush("reasoning")
     assert hit is not None
     assert released <= hit.prune_offset + hit.lead_in
+
+
+# SmolLM2's answer to 什么是光合作用？: a list of one name that runs on inside one sentence
+PHOTOSYNTHESIS = (
+    "光合作用是一种编界的生命空氣，它是一种编界的生命空氣，它可以福制地挖掖空氣，使光花灭火灯、"
+    + "灯烛、" * 32
+    + "灯烛！\n"
+)
+
+
+@pytest.mark.parametrize("sizes", [(1,), (2, 7), (3,), (5,), (64,), (500,)])
+def test_a_short_clause_said_ten_times_is_cut_before_its_sentence_ends(sizes):
+    first = PHOTOSYNTHESIS.index("灯烛")
+    hit = stream(PHOTOSYNTHESIS, "text", sizes=sizes)
+    assert (hit.rule, hit.loop_start, hit.prune_offset) == ("stutter", first, first + 3)
+    # at the mark after the tenth copy, in any chunking (not at a checkpoint, 128 chars in)
+    assert hit.fired_at == first + 10 * len("灯烛、")
+    _, released = released_before(PHOTOSYNTHESIS)
+    assert released <= hit.prune_offset
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The array is 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 when it starts.\n",  # no letter
+        "灯烛、" * 9 + "灯笼。\n",  # nine copies
+        "- 灯烛、" + "灯烛、" * 12 + "\n",  # a list item is structure
+    ],
+)
+def test_short_clauses_not_said_ten_times_in_prose_are_not_cut_in_their_sentence(text):
+    assert [h.rule for h in scan_text(text, "text")] != ["stutter"]

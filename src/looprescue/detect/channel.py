@@ -74,6 +74,7 @@ class ChannelDetector:
             code=self._imports,
             on_clauses=self._stutter.on_sentence,
             on_unit=self._restate.on_unit if self._restate.active else None,
+            on_open_sentence=self._stutter.on_open_sentence,
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived

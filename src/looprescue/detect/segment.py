@@ -35,6 +35,8 @@ LineSink = Callable[[str, int, int], Hit | None]
 LineStartSink = Callable[[int], None]
 # every unit (sentence or line) with its raw span, whatever its context
 UnitSink = Callable[[TextWindow, int, int], Hit | None]
+# the sentence being written: its start and the offset scanned up to
+OpenSentenceSink = Callable[[TextWindow, int, int], Hit | None]
 
 
 class CodeSink(Protocol):
@@ -66,6 +68,7 @@ class Segmenter:
         code: CodeSink | None = None,
         on_clauses: SentenceSink | None = None,
         on_unit: UnitSink | None = None,
+        on_open_sentence: OpenSentenceSink | None = None,
     ) -> None:
         # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
         self._structural = structural_text
@@ -79,6 +82,8 @@ class Segmenter:
         # inside a sentence, whatever its length as a phrase)
         self._on_clauses = on_clauses
         self._on_unit = on_unit
+        # gets the unfinished sentence after each scan (a rule that need not wait for its end)
+        self._on_open_sentence = on_open_sentence
         self.sentence_from = 0  # offset after the last sentence boundary
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
@@ -113,7 +118,20 @@ class Segmenter:
                 return hit
         if final and stop > self.sentence_from:
             return self._boundary(win, stop, True)
+        if self._on_open_sentence is not None and stop > self.sentence_from:
+            hit = self._on_open_sentence(win, self.sentence_from, stop)
+            if hit is not None and self._open_counts(win, hit.fired_at):
+                return hit
         return None
+
+    def _open_counts(self, win: TextWindow, upto: int) -> bool:
+        """Whether the unfinished sentence, up to ``upto``, is prose a sentence rule judges
+        (its line read up to there: the same text whatever the chunking)."""
+        if not self._structural:
+            return True
+        if self.in_fence or upto - self.line_from > LONG_UNIT:
+            return not self.in_fence
+        return classify_line(win.slice(self.line_from, upto).strip()) not in _STRUCTURAL
 
     def _line_kind_at(self, win: TextWindow, upto: int) -> LineKind:
         if self._line_kind is None:
