@@ -10,7 +10,8 @@ the hash of three chars to the last place such three chars ended, and for every 
 before it with the same hash. A recurring suffix of three chars or more ends where its last
 three chars occurred before, so the search walks that chain, nearest first, and compares only
 there (a hash is shared by other trigrams now and then: the comparison tells them apart).
-Indexing costs a few list operations per char, on plain lists of ints (fast when compiled).
+Indexing costs a few list operations per char (fixed tables, and a chain trimmed to the
+range).
 """
 
 from __future__ import annotations
