@@ -129,8 +129,10 @@ class Segmenter:
         (its line read up to there: the same text whatever the chunking)."""
         if not self._structural:
             return True
-        if self.in_fence or upto - self.line_from > LONG_UNIT:
-            return not self.in_fence
+        if self.in_fence:
+            return False
+        if upto - self.line_from > LONG_UNIT:
+            return True  # (a line this long is prose, as _line_kind_at has it)
         return classify_line(win.slice(self.line_from, upto).strip()) not in _STRUCTURAL
 
     def _line_kind_at(self, win: TextWindow, upto: int) -> LineKind:

@@ -85,7 +85,7 @@ from looprescue.detect.text import (
 PROBE: Final = 24
 # The watermark's suffix search indexes the text (``recurrence.py``) once the range it searches
 # is this long: below it, ``str.rfind`` over the range costs less than indexing the new chars
-# (the index spends about 300 instructions per char when compiled, a failing ``rfind`` about 5
+# (the index spends about 600 instructions per char when compiled, a failing ``rfind`` about 5
 # per char of the range).
 INDEX_FROM: Final = 1024
 # Smallest lag searched for; the primitive period found inside a run may be shorter.

@@ -86,6 +86,22 @@ class _Runs:
     def has_found(self) -> bool:
         return self.found is not None
 
+    def take(self, win: TextWindow, clause_start: int, scanned: int, stop: int) -> int:
+        """Add the clauses whose marks lie between ``scanned`` and ``stop``, the first one
+        starting at ``clause_start``; return where the clause after them starts. Stops at the
+        mark where a run has its copies (what comes after is not needed)."""
+        raw, base = win.raw, win.base
+        at = scanned - base
+        search = CLAUSE_MARK.search
+        while (mark := search(raw, at, stop - base)) is not None:
+            at = mark.end()
+            piece = raw[clause_start - base : at]
+            self.add(_body(piece), clause_start + len(piece) - len(piece.lstrip()))
+            clause_start = at + base
+            if self.found is not None:
+                break
+        return clause_start
+
     def _last_counts(self) -> bool:
         if self._counts is None:
             self._counts = self._counter(self.last)
@@ -172,20 +188,13 @@ class StutterRule:
         runs = self._scan
         if stop - sentence_from > LONG_UNIT or runs.has_found() or stop <= self._scan_pos:
             return None
-        raw, base = win.raw, win.base
-        at = self._scan_pos - base
+        self._scan_next = runs.take(win, self._scan_next, self._scan_pos, stop)
         self._scan_pos = stop
-        search = CLAUSE_MARK.search
-        while (mark := search(raw, at, stop - base)) is not None:
-            at = mark.end()
-            piece = raw[self._scan_next - base : at]
-            runs.add(_body(piece), self._scan_next + len(piece) - len(piece.lstrip()))
-            self._scan_next = at + base
-            found = runs.found
-            if found is not None:
-                first, second, copies, clause = found
-                return self._hit(first, second, copies, clause, at + base)
-        return None
+        found = runs.found
+        if found is None:
+            return None
+        first, second, copies, clause = found
+        return self._hit(first, second, copies, clause, self._scan_next)  # at the last mark
 
     def safe_offset(self, win: TextWindow, sentence_from: int, end: int) -> int:
         """Hold a stutter back while its sentence is being written: it is judged when the
@@ -196,23 +205,17 @@ class StutterRule:
             self._open = _Runs(self._need)
         if end - sentence_from > LONG_UNIT:
             return end  # (the segmenter judges no longer sentence by its text)
-        runs, raw, base = self._open, win.raw, win.base
+        runs = self._open
         if self._open_scanned < end:
-            at = self._open_scanned - base
             if win.last_mark >= self._open_scanned:  # (mostly no clause mark came since)
-                search = CLAUSE_MARK.search
-                while (mark := search(raw, at, end - base)) is not None:
-                    at = mark.end()
-                    piece = raw[self._open_next - base : at]
-                    runs.add(_body(piece), self._open_next + len(piece) - len(piece.lstrip()))
-                    self._open_next = at + base
+                self._open_next = runs.take(win, self._open_next, self._open_scanned, end)
             self._open_scanned = end
         if runs.found is not None:
             return runs.found[1]
         start = self._open_next
         if not runs.run or end - start > len(runs.last) + 8:
             return end  # (longer than the clause plus a mark and spaces: no copy of it)
-        partial = raw[start - base : end - base]
+        partial = win.raw[start - win.base : end - win.base]
         held = runs.hold_from(partial, start + len(partial) - len(partial.lstrip()))
         return end if held is None else held
 
