@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from looprescue.config import load_config
 from looprescue.corpus import random_deltas
 from looprescue.detect import StreamDetector
-from looprescue.detect.rules.restate import units_of
+from looprescue.detect.rules.restate import NEAR_NEW_WIDTH, ShownPieces, fold_unit, units_of
 
 CONFIG = load_config(None, {})
 
@@ -203,6 +203,12 @@ PIECES = [
     "The spreadsheets are on the shared drive under budget/2026.",
     "数据会按顺序发送出去。",
     "Subject:" + " " * 300 + "Request for a Meeting",
+    # near copies: punctuation changed, and two sentences joined
+    "I am writing to ask whether you could meet me next Tuesday to go over the budget!",
+    "I would like to agree on the figures, before the review on Friday.",
+    "I am writing to ask whether you could meet me before the review on Friday.",
+    # a word new: not a copy
+    "I would like to agree on the numbers before the review on Friday.",
 ]
 
 
@@ -226,3 +232,106 @@ def test_the_watermark_never_passes_the_cut_and_any_chunking_agrees(
     assert hit == expected
     if hit is not None:
         assert released <= hit.prune_offset
+
+
+# What the client had of SmolLM2's answer to 什么是光合作用？ after two cuts (make e2e) ...
+PHOTOSYNTHESIS = (
+    "光合作用是一种编界的生命空氣，它可以福制地挖掖空氣，使光花灭火、黑球、上下院等于这种生命空氣。"
+    "\n\n请接着再回原文里提到的一句话，可以让人觉寒一下：\n\n"
+    "1. 你可以在上面的回答中使用一个全属的编界；\n"
+    "2. 你可以使用一个全属的编界；，这就是一种生命空氣。\n"
+)
+# ... and its third attempt: the head of item 1 joined to the tail of item 2, then the heading
+# with its punctuation changed.
+JOINED = (
+    "你可以在上面的回答中使用一个全属的编界；，这就是一种生命空氣。\n\n"
+    "请接着再回原文里提到的一句话：\n\n1"
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 12))
+def test_pieces_of_shown_sentences_joined_are_a_restart(seed: int, high: int) -> None:
+    hit, released = judge(JOINED, PHOTOSYNTHESIS, seed, high=high)
+    assert hit is not None and hit.rule == "restate"
+    assert hit.prune_offset == 0 and released == 0
+    assert hit.evidence.startswith("你可以在上面的回答中")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_two_sentences_with_their_punctuation_changed_are_a_block_said_again(seed: int) -> None:
+    new = "Wednesday morning would work as well, if that suits you better. "
+    block = (
+        "I am writing to ask whether you could meet me next Tuesday to go over the budget! "
+        "I would like to agree on the figures, before the review on Friday. "
+    )
+    text = new + block + "See you then."
+    hit, released = judge(text, EMAIL, seed)
+    assert hit is not None and hit.prune_offset == len(new)
+    assert released <= hit.prune_offset
+
+
+@pytest.mark.parametrize(
+    ("shown", "text"),
+    [
+        # parallel list items: each says one new word
+        (
+            "1. Add the sugar to the bowl and stir well.\n",
+            "2. Add the flour to the bowl and stir well.\n"
+            "3. Add the butter to the bowl and stir well.\n"
+            "4. Add the eggs to the bowl and stir well.\n",
+        ),
+        # a counter template: each says one new number
+        (
+            ".row-1 { height: 10px; margin: 0 auto; }\n",
+            "".join(f".row-{n} {{ height: 10px; margin: 0 auto; }}\n" for n in range(2, 41)),
+        ),
+        (
+            "1. 把糖放进碗里，搅拌均匀。\n",
+            "2. 把面粉放进碗里，搅拌均匀。\n3. 把鸡蛋放进碗里，搅拌均匀。\n",
+        ),
+    ],
+)
+def test_a_new_word_or_number_makes_a_sentence_new(shown: str, text: str) -> None:
+    hit, released = judge(text, shown)
+    assert hit is None and released == len(text)
+
+
+def test_a_new_sentence_is_released_before_it_ends() -> None:
+    opening = "Wednesday morning would work as well, if that suits you better. "
+    sentence = "As for the agenda, the budget comes first and the hiring plan second."
+    detector = StreamDetector(CONFIG, watch="both", shown=EMAIL)
+    assert detector.feed("text", opening + sentence[:30]) is None
+    assert detector.safe_offset("text") > len(opening)
+
+
+def test_near_copy_counts_marks_but_no_new_word() -> None:
+    pieces = ShownPieces(fold_unit(EMAIL))
+    assert pieces.near_copy("I would like to agree on the figures; before the review on Friday!")
+    assert not pieces.near_copy("I would like to agree on the numbers before the review on Friday.")
+    # marks wider than a word or two are not a copy's
+    marks = "-" * (NEAR_NEW_WIDTH + 1)
+    assert not pieces.near_copy(f"Thank you for your time. {marks} Thank you for your time.")
+    assert pieces.near_copy("Thank you for your time. -- Thank you for your time.")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["I would like to agree", " on the figures", "，这就是一种生命空氣。"]),
+            st.text(alphabet="ab ,;。你", max_size=4),
+        ),
+        max_size=8,
+    )
+)
+def test_what_a_head_settles_as_new_stays_new(parts: list[str]) -> None:
+    """The watermark holds a unit back while its settled new chars allow a near copy: they
+    never shrink as it grows, and never exceed what the whole unit is judged by."""
+    pieces = ShownPieces(fold_unit(EMAIL + PHOTOSYNTHESIS))
+    unit = "".join(parts)
+    settled = [pieces.settled_new_width(unit[:size]) for size in range(len(unit) + 1)]
+    assert settled == sorted(settled)
+    if pieces.near_copy(unit):
+        assert settled[-1] <= NEAR_NEW_WIDTH

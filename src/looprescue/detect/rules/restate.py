@@ -18,9 +18,13 @@ twice): shorter units (``Best regards,``, ``}``, a heading word) recur in honest
 * Later on, two restated units in a row (shorter units between them aside) are a block said
   again; one is a quotation.
 
-The cut is where the restatement begins, and at a restart the continuation's start, so none of
-it is shown. Another continuation would be sent the same answer, so the engine finishes the
-response there (the user keeps the answer shown so far).
+A unit is restated when it is one of the shown answer's, or a near copy: every letter and digit
+of it is inside a piece the client already has, a piece at least ``PIECE_WIDTH`` wide. A small
+model restating joins the head of one sentence to the tail of another (``你可以在上面的回答中使用
+一个全属的编界；，这就是一种生命空氣。``, from two list items it had shown) or changes the
+punctuation; copying what it wrote is the same loop as copying it exactly. A word or a number
+that is new makes the unit new: parallel list items differ by a word, and a counter template
+(``.row-2 {…}`` after ``.row-1 {…}``) by a number.
 
 Only in the answer, as for ``parrot``: reasoning restating what it said is what reasoning does.
 """
@@ -32,7 +36,7 @@ from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.shape import text_width
+from looprescue.detect.shape import NO_SPACES_SCRIPT, text_width
 from looprescue.detect.text import SENTENCE_END, LineKind, classify_line, excerpt
 
 RESTATED_MIN_WIDTH: Final = 20
@@ -43,6 +47,14 @@ LONGEST_UNIT: Final = 4096
 OPENING_UNITS: Final = 4
 # chars a text can end a unit with (SENTENCE_END, its last char known to end the text)
 _UNIT_ENDS: Final = frozenset("\n。！？.!?")
+# A near copy is covered by pieces of the shown answer at least PIECE_WIDTH wide (about three
+# words, or six CJK chars: shorter ones are common phrases any answer shares), but for marks and
+# spaces at most NEAR_NEW_WIDTH wide and NEAR_NEW_SHARE of it.
+PIECE_WIDTH: Final = 12
+NEAR_NEW_WIDTH: Final = 8
+NEAR_NEW_SHARE: Final = 0.2
+# what a new letter or digit weighs: more than the marks a near copy may add
+_NEW_WORD: Final = NEAR_NEW_WIDTH + 1
 
 
 def fold_unit(text: str) -> str:
@@ -88,6 +100,9 @@ class RestateRule:
         self._sorted = sorted(self._shown)
         # a unit with more raw chars than this cannot fold into a shown one (whitespace aside)
         self._raw_limit = 2 * max(map(len, self._sorted), default=0) + 64
+        self._pieces = ShownPieces(fold_unit(shown))
+        self._last_pieces = ShownPieces(self._last or "")
+        self._new_head_from = -1  # the unit being written (where it begins) is known to be new
         self._opening = True  # no unit that says something new yet
         self._short_units = 0  # short units in the opening
         self._pending: int | None = None  # where a restated unit that may begin a block starts
@@ -111,15 +126,17 @@ class RestateRule:
                     self._short_units += 1
                     self._opening = self._short_units < OPENING_UNITS
                 return None
-        if unit is None or unit not in self._shown:
+        exact = unit is not None and unit in self._shown
+        if unit is None or not (exact or self._pieces.near_copy(unit)):
             self._opening = False
             self._pending = None
             return None
         start = begin + _leading_space(win.slice(begin, end))
-        if unit in self._loop:
+        if exact and unit in self._loop:
             return self._hit(0 if self._opening else start, end, unit)
         if self._opening:
-            if unit != self._last or self._pending is not None:
+            last = unit == self._last if exact else self._last_pieces.near_copy(unit)
+            if not last or self._pending is not None:
                 return self._hit(0, end, unit)
             self._pending = 0  # the shown answer's last unit: the next one decides
             return None
@@ -145,7 +162,7 @@ class RestateRule:
         opening is undecided, a restated unit that the next one may join, or the unit being
         written while it could be a restated one."""
         head = self._head(win, unit_from, end)
-        could_be = head is not None and self._could_be(head, self._sorted)
+        could_be = head is not None and self._could_be(head, unit_from)
         if self._opening:
             if head is not None and (could_be or not _says_something(head)):
                 return 0
@@ -162,11 +179,82 @@ class RestateRule:
             return None
         return fold_unit(win.slice(unit_from, end))
 
-    @staticmethod
-    def _could_be(head: str, units: list[str]) -> bool:
-        """Whether a unit that begins with ``head`` may be one of ``units`` (sorted)."""
+    def _could_be(self, head: str, unit_from: int) -> bool:
+        """Whether a unit that begins with ``head`` may be restated: a prefix of a shown unit,
+        or with no more new chars than a near copy has. Once it has more, it is new whatever
+        follows (a char the pieces leave out stays out), so the unit is not looked at again."""
+        units = self._sorted
         at = bisect_left(units, head)
-        return at < len(units) and units[at].startswith(head)
+        if at < len(units) and units[at].startswith(head):
+            return True
+        if unit_from == self._new_head_from:
+            return False
+        if self._pieces.settled_new_width(head) <= NEAR_NEW_WIDTH:
+            return True
+        self._new_head_from = unit_from
+        return False
+
+
+class ShownPieces:
+    """The pieces of a text (each the shortest substring ``PIECE_WIDTH`` wide from each of its
+    chars), to tell how much of a unit is made of them. The shortest piece from a char depends
+    on the chars alone, so a unit's piece from a char is one of these when the text has it."""
+
+    def __init__(self, text: str) -> None:
+        self._pieces = frozenset(_pieces_of(text))
+
+    def near_copy(self, unit: str) -> bool:
+        """Whether ``unit`` (folded) is made of pieces but for a few marks."""
+        new, _ = self._new_widths(unit)
+        width = text_width(unit)
+        return width >= PIECE_WIDTH and new <= min(NEAR_NEW_WIDTH, NEAR_NEW_SHARE * width)
+
+    def settled_new_width(self, head: str) -> int:
+        """The width of ``head``'s chars that no piece covers whatever follows (those before
+        the first char that starts no whole piece yet: a later piece may cover the rest), a
+        letter or digit among them more than a near copy may have."""
+        return self._new_widths(head)[1]
+
+    def _new_widths(self, unit: str) -> tuple[int, int]:
+        """(width of the chars no piece covers, of those the ones no later char can cover),
+        a letter or digit weighing ``_NEW_WORD``."""
+        widths = _char_widths(unit)
+        spans = _piece_spans(widths)
+        weights = [
+            _NEW_WORD if char.isalnum() else width for char, width in zip(unit, widths, strict=True)
+        ]
+        covered_to = new = 0  # chars before covered_to are covered or counted in new
+        for start, stop in spans:
+            if unit[start:stop] in self._pieces:
+                new += sum(weights[covered_to:start])
+                covered_to = stop  # (spans' stops never decrease)
+        # a piece yet to come starts past the last span's start: chars before that are settled
+        settled = new + sum(weights[covered_to : len(spans)])
+        return new + sum(weights[covered_to:]), settled
+
+
+def _char_widths(text: str) -> list[int]:
+    return [2 if NO_SPACES_SCRIPT.match(char) else 1 for char in text]
+
+
+def _piece_spans(widths: list[int]) -> list[tuple[int, int]]:
+    """(start, stop) of the shortest span ``PIECE_WIDTH`` wide from each char that has one."""
+    spans = []
+    stop = width = 0
+    size = len(widths)
+    for start in range(size):
+        while width < PIECE_WIDTH and stop < size:
+            width += widths[stop]
+            stop += 1
+        if width < PIECE_WIDTH:
+            break
+        spans.append((start, stop))
+        width -= widths[start]
+    return spans
+
+
+def _pieces_of(text: str) -> list[str]:
+    return [text[start:stop] for start, stop in _piece_spans(_char_widths(text))]
 
 
 def _leading_space(raw: str) -> int:
