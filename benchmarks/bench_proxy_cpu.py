@@ -8,10 +8,11 @@ target process (user + system, from /proc) over a run, divided by the upstream c
 relayed, is the figure; ratios are against the relay. Targets alternate within each round; the
 figure is the median over rounds. Every stream's text is checked to arrive complete. The last
 target relays the stream untouched through the same server (no model matches): the cost of
-the HTTP stack alone. The proxy runs with its defaults (in ``rescue``, ``proxy.coalesceMs``: the
-reads of the last 50 ms go to the engine together) and, in the "read by read" row, with each
-read handed on as it comes. ``BENCH_PROXY_BEFORE=<other checkout>/src`` adds that checkout's
-``observe`` and ``rescue`` to the same rounds: before and after figures from one run.
+the HTTP stack alone. The proxy runs with its defaults (in ``rescue``, ``proxy.coalesceMs``:
+the reads of the last 100 ms go to the engine together), with 50 ms, and, in the "read by
+read" row, with each read handed on as it comes. ``BENCH_PROXY_BEFORE=<other checkout>/src``
+adds that checkout's ``observe`` and ``rescue`` to the same rounds: before and after figures
+from one run.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ STREAMS = 200
 PACE_MS = 20.0
 DELTAS = 100
 CHUNK_CHARS = 6
-ROUNDS = 3
+ROUNDS = 5
 TEXT = bench_text(DELTAS * CHUNK_CHARS, seed=7)
 
 
@@ -105,7 +106,11 @@ def targets(upstream_url: str, upstream_port: int) -> dict[str, Callable[[], Chi
         **earlier,
         "proxy observe": lambda: proxy_process(upstream_url, "observe"),
         "proxy rescue": lambda: proxy_process(upstream_url, "rescue"),
-        # each upstream read handed to the engine as it comes (proxy.coalesceMs=0)
+        # the reads of the last 50 ms to the engine together (proxy.coalesceMs=50), and each
+        # read as it comes (proxy.coalesceMs=0)
+        "proxy rescue, reads of 50 ms": lambda: proxy_process(
+            upstream_url, "rescue", "--set", "proxy.coalesceMs=50"
+        ),
         "proxy rescue, read by read": lambda: proxy_process(
             upstream_url, "rescue", "--set", "proxy.coalesceMs=0"
         ),

@@ -22,6 +22,7 @@ from tests.test_proxy_http import loop_records
 from looprescue.config import load_config
 from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.proxy.exchange import WATCH_BATCH_BYTES, Exchange, Step
+from looprescue.proxy.feed import DirectFeed
 from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import UpstreamFailed
@@ -93,6 +94,46 @@ def test_the_client_gets_the_upstream_bytes_whole_frames_at_a_time(
     # the same loop as the exchange that decodes and re-encodes every read
     decoded = exchange(protocol, mirror=False)
     reference = run(decoded, raw, cuts)
+    assert detections(steps) == detections(reference) != []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["anthropic", "openai"]), st.data())
+def test_reads_written_straight_from_the_feed_are_the_same_bytes_and_loops(
+    protocol: str, data: st.DataObject
+) -> None:
+    """Observe's usual read (a whole frame or more, nothing to parse yet) is written from the
+    feed without a step; the client's bytes, in order, and the loops recorded are those of
+    feeding every read through ``feed_bytes``, with a client that lags now and then."""
+    raw = upstream_bytes(protocol)
+    cuts = data.draw(splits(len(raw)))
+    keeps_up = data.draw(st.lists(st.booleans(), min_size=41, max_size=41))
+    written: list[bytes] = []
+    written_directly = []
+    lagging = iter(keeps_up)
+
+    def direct(piece: bytes) -> bool:
+        if next(lagging, True):
+            written.append(piece)
+            written_directly.append(piece)
+            return True
+        return False
+
+    mirrored = exchange(protocol, mirror=True)
+    feed = DirectFeed(mirrored, direct, lambda: 0.0)
+    steps = []
+    edges = [0, *sorted(set(cuts)), len(raw)]
+    for start, stop in itertools.pairwise(edges):
+        step = feed(raw[start:stop])
+        if step is not None:
+            steps.append(step)
+            if step.client:
+                written.append(step.client)  # what the driver writes once the client is back
+    assert b"".join(written) == raw
+    assert all(piece.endswith(b"\n\n") for piece in written)
+    assert mirrored.done
+    assert feed.first_write_at == (0.0 if written_directly else None)
+    reference = run(exchange(protocol, mirror=True), raw, cuts)
     assert detections(steps) == detections(reference) != []
 
 

@@ -133,7 +133,7 @@ class ProxyConfig(_Strict):
     connectTimeoutMs: int = Field(30_000, ge=1, le=600_000)
     # in rescue and cut, a stream's upstream bytes are handed to the engine at most this often
     # (the first read, the end and a failure at once); 0: each read as it comes
-    coalesceMs: int = Field(50, ge=0, le=1000)
+    coalesceMs: int = Field(100, ge=0, le=1000)
     maxConversations: int = Field(4096, ge=1, le=10_000_000)
     # processes serving one port (conversation state is per process unless `state` is shared)
     workers: int = Field(1, ge=1, le=64)

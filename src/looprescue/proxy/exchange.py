@@ -85,6 +85,7 @@ class Exchange:
         self._unsent: list[bytes] = []  # mirrored: read, not yet passed to the client
         self._unparsed: list[bytes] = []  # mirrored: read, not yet parsed
         self._unparsed_bytes = 0
+        self._end_marker = wire.end_marker
         self._encoder = wire.encoder() if streaming else None
         self._collector = None if streaming else wire.collector()
         self._parser = SSEParser()
@@ -167,6 +168,23 @@ class Exchange:
                 break
         return step
 
+    def mirrored(self, chunk: bytes) -> bytes | None:
+        """Mirror mode's usual read, without a step: a read that ends a frame, with none
+        begun before it, in a batch not yet due for parsing and with no end of message in it,
+        is the client's as it is (returned). None: anything else, for :meth:`feed_bytes`."""
+        if (
+            not self.mirror
+            or not self._accepting
+            or self._unsent
+            or not chunk.endswith(_FRAME_ENDS)
+            or self._unparsed_bytes + len(chunk) >= WATCH_BATCH_BYTES
+            or self._end_marker in chunk
+        ):
+            return None
+        self._unparsed.append(chunk)
+        self._unparsed_bytes += len(chunk)
+        return chunk
+
     def _mirror(self, chunk: bytes) -> Step:
         """Mirror mode: the read goes to the client once the bytes read end a frame; they are
         parsed and watched a batch at a time, and as soon as the end of the message may be
@@ -177,7 +195,7 @@ class Exchange:
         inside_frame = bool(unsent)  # the last read ended inside a frame
         unsent.append(chunk)
         step = Step()
-        marker = self.wire.end_marker
+        marker = self._end_marker
         if (
             self._unparsed_bytes >= WATCH_BATCH_BYTES
             or marker in chunk

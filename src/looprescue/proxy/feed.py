@@ -41,6 +41,16 @@ class DirectFeed:
 
     def __call__(self, item: bytes | UpstreamError) -> Step | None:
         exchange = self.exchange
+        if isinstance(item, bytes) and item:
+            mirrored = exchange.mirrored(item)  # observe's usual read: no step to make
+            if mirrored is not None and self.direct(mirrored):
+                if self.first_write_at is None:
+                    self.first_write_at = self.now()
+                return None
+            if mirrored is not None:  # the client lags: the driver waits for it
+                step = Step()
+                step.client = mirrored
+                return step
         step = feed_item(exchange, item)
         if step.save is not None or step.audit or not exchange.reading:
             return step
