@@ -95,14 +95,22 @@ def test_the_last_sentence_followed_by_an_earlier_one_is_a_restart() -> None:
     assert hit is not None and hit.prune_offset == 0 and released == 0
 
 
+@pytest.mark.parametrize(
+    "block",
+    [
+        "I am writing to ask whether you could meet me next Tuesday to go over the budget. "
+        "I would like to agree on the figures before the review on Friday. ",
+        # near copies: their punctuation changed
+        "I am writing to ask whether you could meet me next Tuesday to go over the budget! "
+        "I would like to agree on the figures, before the review on Friday. ",
+    ],
+)
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000))
-def test_two_restated_sentences_in_a_row_later_on_are_cut_where_they_begin(seed: int) -> None:
+def test_two_restated_sentences_in_a_row_later_on_are_cut_where_they_begin(
+    block: str, seed: int
+) -> None:
     new = "Wednesday morning would work as well, if that suits you better. "
-    block = (
-        "I am writing to ask whether you could meet me next Tuesday to go over the budget. "
-        "I would like to agree on the figures before the review on Friday. "
-    )
     text = new + block + "See you then."
     hit, released = judge(text, EMAIL, seed)
     assert hit is not None and hit.prune_offset == len(new)
@@ -256,20 +264,6 @@ def test_pieces_of_shown_sentences_joined_are_a_restart(seed: int, high: int) ->
     assert hit is not None and hit.rule == "restate"
     assert hit.prune_offset == 0 and released == 0
     assert hit.evidence.startswith("你可以在上面的回答中")
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.integers(0, 10_000))
-def test_two_sentences_with_their_punctuation_changed_are_a_block_said_again(seed: int) -> None:
-    new = "Wednesday morning would work as well, if that suits you better. "
-    block = (
-        "I am writing to ask whether you could meet me next Tuesday to go over the budget! "
-        "I would like to agree on the figures, before the review on Friday. "
-    )
-    text = new + block + "See you then."
-    hit, released = judge(text, EMAIL, seed)
-    assert hit is not None and hit.prune_offset == len(new)
-    assert released <= hit.prune_offset
 
 
 @pytest.mark.parametrize(

@@ -100,7 +100,7 @@ class RestateRule:
         self._sorted = sorted(self._shown)
         # a unit with more raw chars than this cannot fold into a shown one (whitespace aside)
         self._raw_limit = 2 * max(map(len, self._sorted), default=0) + 64
-        self._pieces = ShownPieces(fold_unit(shown))
+        self._pieces = ShownPieces(fold_unit(shown) if units else "")
         self._last_pieces = ShownPieces(self._last or "")
         self._new_head_from = -1  # the unit being written (where it begins) is known to be new
         self._opening = True  # no unit that says something new yet
