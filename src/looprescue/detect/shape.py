@@ -82,6 +82,11 @@ def text_width(text: str) -> int:
     return len(text) + len(NO_SPACES_SCRIPT.findall(text))
 
 
+def char_widths(text: str) -> list[int]:
+    """``text_width`` char by char."""
+    return [2 if NO_SPACES_SCRIPT.match(char) else 1 for char in text]
+
+
 def is_clause_of_words(body: str) -> bool:
     return letters_in(body) >= CLAUSE_LETTERS and (
         len(body.split()) >= 2 or NO_SPACES_SCRIPT.search(body) is not None

@@ -168,10 +168,10 @@ class Exchange:
                 break
         return step
 
-    def mirrored(self, chunk: bytes) -> bytes | None:
-        """Mirror mode's usual read, without a step: a read that ends a frame, with none
+    def mirrors_as_it_is(self, chunk: bytes) -> bool:
+        """Mirror mode's usual read, taken without a step: one that ends a frame, with none
         begun before it, in a batch not yet due for parsing and with no end of message in it,
-        is the client's as it is (returned). None: anything else, for :meth:`feed_bytes`."""
+        is the client's as it is (True). False: anything else, for :meth:`feed_bytes`."""
         if (
             not self.mirror
             or not self._accepting
@@ -180,10 +180,10 @@ class Exchange:
             or self._unparsed_bytes + len(chunk) >= WATCH_BATCH_BYTES
             or self._end_marker in chunk
         ):
-            return None
+            return False
         self._unparsed.append(chunk)
         self._unparsed_bytes += len(chunk)
-        return chunk
+        return True
 
     def _mirror(self, chunk: bytes) -> Step:
         """Mirror mode: the read goes to the client once the bytes read end a frame; they are

@@ -41,22 +41,24 @@ class DirectFeed:
 
     def __call__(self, item: bytes | UpstreamError) -> Step | None:
         exchange = self.exchange
-        if isinstance(item, bytes) and item:
-            mirrored = exchange.mirrored(item)  # observe's usual read: no step to make
-            if mirrored is not None and self.direct(mirrored):
-                if self.first_write_at is None:
-                    self.first_write_at = self.now()
+        if isinstance(item, bytes) and item and exchange.mirrors_as_it_is(item):
+            # observe's usual read: a step only when the client lags (the driver waits)
+            if self._write(item):
                 return None
-            if mirrored is not None:  # the client lags: the driver waits for it
-                step = Step()
-                step.client = mirrored
-                return step
+            step = Step()
+            step.client = item
+            return step
         step = feed_item(exchange, item)
         if step.save is not None or step.audit or not exchange.reading:
             return step
-        if step.client:
-            if not self.direct(step.client):
-                return step
-            if self.first_write_at is None:
-                self.first_write_at = self.now()
+        if step.client and not self._write(step.client):
+            return step
         return None
+
+    def _write(self, data: bytes) -> bool:
+        """``data`` to the client at once; False (nothing written) when it lags."""
+        if not self.direct(data):
+            return False
+        if self.first_write_at is None:
+            self.first_write_at = self.now()
+        return True

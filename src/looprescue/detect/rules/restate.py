@@ -26,6 +26,10 @@ punctuation; copying what it wrote is the same loop as copying it exactly. A wor
 that is new makes the unit new: parallel list items differ by a word, and a counter template
 (``.row-2 {…}`` after ``.row-1 {…}``) by a number.
 
+The cut is where the restatement begins, and at a restart the continuation's start, so none of
+it is shown. Another continuation would be sent the same answer, so the engine finishes the
+response there (the user keeps the answer shown so far).
+
 Only in the answer, as for ``parrot``: reasoning restating what it said is what reasoning does.
 """
 
@@ -36,7 +40,7 @@ from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.shape import NO_SPACES_SCRIPT, text_width
+from looprescue.detect.shape import char_widths, text_width
 from looprescue.detect.text import SENTENCE_END, LineKind, classify_line, excerpt
 
 RESTATED_MIN_WIDTH: Final = 20
@@ -218,7 +222,7 @@ class ShownPieces:
     def _new_widths(self, unit: str) -> tuple[int, int]:
         """(width of the chars no piece covers, of those the ones no later char can cover),
         a letter or digit weighing ``_NEW_WORD``."""
-        widths = _char_widths(unit)
+        widths = char_widths(unit)
         spans = _piece_spans(widths)
         weights = [
             _NEW_WORD if char.isalnum() else width for char, width in zip(unit, widths, strict=True)
@@ -231,10 +235,6 @@ class ShownPieces:
         # a piece yet to come starts past the last span's start: chars before that are settled
         settled = new + sum(weights[covered_to : len(spans)])
         return new + sum(weights[covered_to:]), settled
-
-
-def _char_widths(text: str) -> list[int]:
-    return [2 if NO_SPACES_SCRIPT.match(char) else 1 for char in text]
 
 
 def _piece_spans(widths: list[int]) -> list[tuple[int, int]]:
@@ -254,7 +254,7 @@ def _piece_spans(widths: list[int]) -> list[tuple[int, int]]:
 
 
 def _pieces_of(text: str) -> list[str]:
-    return [text[start:stop] for start, stop in _piece_spans(_char_widths(text))]
+    return [text[start:stop] for start, stop in _piece_spans(char_widths(text))]
 
 
 def _leading_space(raw: str) -> int:
