@@ -348,3 +348,45 @@ def test_stall_and_cut_mid_stream_end_in_band(upstream: ScriptedUpstream) -> Non
     assert name == "error" and "1000 ms" in data["error"]["message"]
     name, data = parse_sse(cut.text)[-1]
     assert name == "error" and "upstream" in data["error"]["message"]
+
+
+def _head_names(response: bytes) -> list[str]:
+    head = response.partition(b"\r\n\r\n")[0].decode("latin-1")
+    return [line.split(":", 1)[0].strip().lower() for line in head.split("\r\n")[1:]]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        # relayed: the upstream's own answer carries a content-length
+        b"GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        # rescued, not streamed: the proxy writes the body it built
+        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+        % (
+            len(json.dumps({**MESSAGES, "stream": False})),
+            json.dumps({**MESSAGES, "stream": False}).encode(),
+        ),
+    ],
+    ids=["relayed", "rescued"],
+)
+def test_every_header_is_written_once(upstream: ScriptedUpstream, request_bytes: bytes) -> None:
+    # Node's HTTP parser rejects a response with two content-length lines
+    with NativeProxy(upstream.base_url) as proxy:
+        received = raw_exchange(proxy.port, request_bytes, b"\0never")
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    names = _head_names(received)
+    assert names.count("content-length") == 1
+    assert len(names) == len(set(names)), names
+
+
+def test_a_gateway_error_has_one_content_length() -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once it is closed
+    with NativeProxy(f"http://127.0.0.1:{port}") as proxy:
+        received = raw_exchange(
+            proxy.port, b"GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n", b"\0"
+        )
+    assert received.startswith(b"HTTP/1.1 502")
+    assert _head_names(received).count("content-length") == 1

@@ -206,12 +206,16 @@ class Response:
         if self.started:
             raise RuntimeError("the response already started")
         self.started = True
-        lines = [_status_line(status), self._conn.clock.date_header()]
+        lines = [_status_line(status)]
         length: int | None = None
+        dated = False
         for name, value in headers:
             lowered = name.lower()
-            if lowered == "content-length":
+            if lowered == "date":
+                dated = True  # the upstream's own date is passed on; no second one
+            elif lowered == "content-length":
                 length = int(value)
+                continue  # written once, below, with the length this server keeps to
             elif lowered == "transfer-encoding":
                 continue  # this server frames the body itself
             elif lowered == "connection":
@@ -219,6 +223,8 @@ class Response:
                     self.keep_alive = False
                 continue
             lines.append(f"{name}: {value}\r\n".encode("latin-1"))
+        if not dated:
+            lines.insert(1, self._conn.clock.date_header())
         bodiless = self._request.method == "HEAD" or status in _NO_BODY_STATUSES or status < 200
         if length is not None:
             lines.append(b"content-length: %d\r\n" % length)
