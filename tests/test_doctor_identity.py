@@ -44,7 +44,10 @@ def test_integers_stay_exact_and_non_json_arguments_compare_as_text() -> None:
         ("on 2026-11-29 only", "on <date> only"),
         ("clock 20:46:31 now", "clock <time> now"),
         ("job bash-0d4701ef7fd0432d settled", "job bash-<hex> settled"),
-        ("call toolu_00_1d75f78a374c5d6d", "call toolu_00_<hex>"),
+        ("call toolu_00_1d75f78a374c5d6d", "call <id>"),
+        ("req_011CUx7Yq2 chatcmpl-9zQ1a2B3c4D5 run_case_12", "<id> <id> run_case_12"),
+        ("\x1b[1;31mFAILED\x1b[0m", "FAILED"),
+        ("/tmp/tmpk3j2x9q1/out.txt /tmp/tmp.Ab12Cd34Ef/x", "/tmp/<tmp>/out.txt /tmp/<tmp>/x"),
         ("sha 3f786850e387550fdab836ed7e6dc881de23001b", "sha <hex>"),
         ("ptr 0x7ffe12", "ptr <hex>"),
         (

@@ -6,6 +6,7 @@ from tests.test_doctor_helpers import SessionBuilder
 
 from looprescue.config import DoctorConfig
 from looprescue.doctor import analyze_log
+from looprescue.doctor.fold import ToolCallFold
 from looprescue.doctor.identity import CompletedCall, canonical_arguments, digest, result_digest
 from looprescue.doctor.repeat_calls import RepeatedCallRule
 
@@ -24,9 +25,12 @@ def call(
 
 
 def run(*calls: CompletedCall, config: DoctorConfig | None = None) -> list[tuple]:
-    rule = RepeatedCallRule(config or DoctorConfig())
+    config = config or DoctorConfig()
+    rule = RepeatedCallRule(config)
+    fold = ToolCallFold(config.toolCycleMaxWidth, config.maxTrackedTools, config.maxEvidence)
     for c in calls:
-        rule.on_call(c)
+        rule.on_step(fold.on_call(c))
+    rule.on_step(fold.close_turn())
     return [(s.sub, s.metric, s.evidence) for s in rule.close_turn(1)]
 
 

@@ -7,6 +7,7 @@ from tests.test_doctor_helpers import SessionBuilder
 from looprescue.config import DoctorConfig
 from looprescue.doctor import analyze_log
 from looprescue.doctor.identity import CompletedCall, digest, result_digest
+from looprescue.doctor.fold import ToolCallFold
 from looprescue.doctor.tool_cycles import ToolCycleRule, has_smaller_period
 
 
@@ -28,10 +29,16 @@ def calls(pattern: str, start: int = 0, results: list[str] | None = None) -> lis
     return out
 
 
+def fold_for(config: DoctorConfig) -> ToolCallFold:
+    return ToolCallFold(config.toolCycleMaxWidth, config.maxTrackedTools, config.maxEvidence)
+
+
 def run(pattern: str, config: DoctorConfig | None = None, results: list[str] | None = None):
-    rule = ToolCycleRule(config or DoctorConfig())
+    config = config or DoctorConfig()
+    rule, fold = ToolCycleRule(config), fold_for(config)
     for c in calls(pattern, results=results):
-        rule.on_call(c)
+        rule.on_step(fold.on_call(c))
+    rule.on_step(fold.close_turn())
     return rule.close_turn(1)
 
 
@@ -98,12 +105,14 @@ def test_evidence_is_the_tool_call_seqs_of_the_cyclic_stretch() -> None:
 
 
 def test_a_cycle_never_spans_two_turns() -> None:
-    rule = ToolCycleRule(DoctorConfig())
+    rule, fold = ToolCycleRule(DoctorConfig()), fold_for(DoctorConfig())
     for c in calls("ABAB"):
-        rule.on_call(c)
+        rule.on_step(fold.on_call(c))
+    rule.on_step(fold.close_turn())
     assert rule.close_turn(1) == []
     for c in calls("AB", start=100):
-        rule.on_call(c)
+        rule.on_step(fold.on_call(c))
+    rule.on_step(fold.close_turn())
     assert rule.close_turn(2) == []
 
 

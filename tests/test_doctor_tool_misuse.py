@@ -7,6 +7,7 @@ from tests.test_doctor_helpers import SessionBuilder
 from looprescue.config import DoctorConfig
 from looprescue.doctor import analyze_log
 from looprescue.doctor.identity import CompletedCall, digest, result_digest
+from looprescue.doctor.fold import FailureTracker
 from looprescue.doctor.tool_misuse import ToolMisuseRule
 
 MISSING = "FS_NOT_FOUND"
@@ -39,9 +40,11 @@ def outcome(
 
 
 def judge(*calls: CompletedCall, config: DoctorConfig | None = None) -> list[tuple]:
-    rule = ToolMisuseRule(config or DoctorConfig())
+    config = config or DoctorConfig()
+    failures = FailureTracker(config.maxTrackedTools, config.maxEvidence)
+    rule = ToolMisuseRule(config, failures)
     for call in calls:
-        rule.on_call(call)
+        failures.on_call(call)
     return [(s.sub, s.turn, s.metric, s.evidence) for s in rule.finish()]
 
 
@@ -184,13 +187,15 @@ def test_evidence_is_capped_while_the_metric_keeps_counting() -> None:
 
 
 def test_the_table_of_standing_failures_is_bounded_stalest_first() -> None:
-    rule = ToolMisuseRule(DoctorConfig(maxTrackedTools=2))
-    rule.on_call(outcome(1, 1, "a", code="A"))
-    rule.on_call(outcome(3, 1, "b", code="B"))
-    rule.on_call(outcome(5, 2, "c", code="C"))  # evicts a
+    config = DoctorConfig(maxTrackedTools=2)
+    failures = FailureTracker(config.maxTrackedTools, config.maxEvidence)
+    rule = ToolMisuseRule(config, failures)
+    failures.on_call(outcome(1, 1, "a", code="A"))
+    failures.on_call(outcome(3, 1, "b", code="B"))
+    failures.on_call(outcome(5, 2, "c", code="C"))  # evicts a
     assert rule.tracked == 2
-    rule.on_call(outcome(7, 3, "a", code="A"))  # a's first failure was forgotten
-    rule.on_call(outcome(9, 4, "c", code="C"))
+    failures.on_call(outcome(7, 3, "a", code="A"))  # a's first failure was forgotten
+    failures.on_call(outcome(9, 4, "c", code="C"))
     assert [(s.turn, s.evidence) for s in rule.finish()] == [(4, (9, 10))]
 
 

@@ -19,10 +19,10 @@ from looprescue.config import ConfigError, DoctorConfig, LoopRescueConfig
 from looprescue.doctor import events as ev
 from looprescue.doctor.context_thrash import DELEGATION_EVENTS, ContextThrashRule
 from looprescue.doctor.effect_churn import EffectChurnRule
+from looprescue.doctor.fold import ToolCallFold
 from looprescue.doctor.identity import (
     CompletedCall,
-    canonical_arguments,
-    digest,
+    arguments_key,
     result_digest,
     tool_name,
 )
@@ -108,9 +108,13 @@ class SessionAnalysis:
         self._pending: OrderedDict[str, _PendingCall] = OrderedDict()
         self._anonymous_calls = 0
         self.retry_storm = RetryStormRule(config)
+        # runs, cycles and standing failures: the fold the proxy's guard uses too
+        self.fold = ToolCallFold(
+            config.toolCycleMaxWidth, config.maxTrackedTools, config.maxEvidence
+        )
         self.repeats = RepeatedCallRule(config)
         self.cycles = ToolCycleRule(config)
-        self.misuse = ToolMisuseRule(config)
+        self.misuse = ToolMisuseRule(config, self.fold.failures)
         self.thrash = ContextThrashRule(config)
         self.bloat = PromptBloatRule(config)
         self.churn = EffectChurnRule(config)
@@ -174,7 +178,7 @@ class SessionAnalysis:
         if not isinstance(call_id, str) or call_id in self._pending:
             self._anonymous_calls += 1
             call_id = f"\x00anonymous-{self._anonymous_calls}"
-        args = digest(canonical_arguments(data.get("arguments")))
+        args = arguments_key(data.get("arguments"))
         turn = ev.int_field(data, "turn")
         self._pending[call_id] = _PendingCall(
             ev.seq_of(event), turn if turn is not None else self._turn, name, args
@@ -274,15 +278,18 @@ class SessionAnalysis:
             self._dispatch_call(first.complete())
 
     def _dispatch_call(self, call: CompletedCall) -> None:
-        self.repeats.on_call(call)
-        self.cycles.on_call(call)
-        self.misuse.on_call(call)
+        step = self.fold.on_call(call)
+        self.repeats.on_step(step)
+        self.cycles.on_step(step)
         self.churn.on_call(call)
 
     def _close_turn(self, turn: int | None) -> list[DetourSignal]:
         while self._pending:
             _, call = self._pending.popitem(last=False)
             self._dispatch_call(call.complete())
+        closing = self.fold.close_turn()
+        self.repeats.on_step(closing)
+        self.cycles.on_step(closing)
         return self._emit(
             self.retry_storm.close_turn(turn)
             + self.repeats.close_turn(turn)

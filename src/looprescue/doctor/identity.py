@@ -1,9 +1,10 @@
 """When are two tool calls "the same"? Same tool, same canonical arguments, same result.
 
 Arguments are compared as deep key-sorted JSON, so key order never makes two calls differ.
-Results are compared after masking volatile tokens (timestamps, ids, durations, hex, uuids):
-re-reading an unchanged file gives the same identity every time, while polling a job whose
-output really changes does not.
+Arguments and results are compared after masking volatile tokens (timestamps, durations, hex
+ids, uuids, request ids, temp paths) and dropping terminal escape codes: re-reading an
+unchanged file gives the same identity every time, while polling a job whose output really
+changes does not.
 """
 
 from __future__ import annotations
@@ -62,11 +63,47 @@ _VOLATILE: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], st
 )
 _DIGIT = re.compile(r"\d")
 
+# Terminal escape codes (colours, cursor moves, window titles) carry no content.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def _request_id(match: re.Match[str]) -> str:
+    """``req_…``, ``chatcmpl-…``, ``toolu_…``: an id only when its tail mixes digits and
+    letters (``run_case_12`` is a name, not an id)."""
+    tail = match.group(1)
+    mixed = any(c.isdigit() for c in tail) and any(c.isalpha() for c in tail)
+    return "<id>" if mixed else match.group(0)
+
+
+# Tokens that may hold no digit at all: random temp names, prefixed request ids. A temp path
+# keeps its file name (twenty files edited in one temp dir stay twenty different calls); only
+# the random directory part is masked.
+_UNDIGITED: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], str], ...] = (
+    (re.compile(r"(?:/private)?/var/folders/[\w-]+/[\w-]+/T/"), "<tmpdir>/", "/var/folders/"),
+    (re.compile(r"/tmp/pytest-of-[\w.-]+/pytest-\d+/"), "/tmp/<tmpdir>/", "pytest-of-"),
+    (re.compile(r"t(?<![A-Za-z0-9_]t)mp(?:[a-z0-9_]{8}|\.[A-Za-z0-9]{10})(?![A-Za-z0-9_])"),
+     "<tmp>", "tmp"),
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9])(?:req|request|msg|chatcmpl|call|toolu|resp|run|trace|span)"
+            r"[-_](?:\d+_)?([A-Za-z0-9]{10,})(?![A-Za-z0-9_])"
+        ),
+        _request_id,
+        "",
+    ),
+)
+
 
 def mask_volatile(text: str) -> str:
-    """Replace tokens that change between otherwise identical outputs by placeholders."""
+    """Replace tokens that change between otherwise identical outputs by placeholders, and
+    drop terminal escape codes."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    for pattern, replacement, needed in _UNDIGITED:
+        if needed in text:
+            text = pattern.sub(replacement, text)
     if _DIGIT.search(text) is None:
-        return text  # every volatile token holds a digit
+        return text  # every other volatile token holds a digit
     for pattern, replacement, needed in _VOLATILE:
         if needed is None or needed in text:
             text = pattern.sub(replacement, text)
@@ -95,6 +132,11 @@ def canonical_arguments(arguments: Any) -> str:
         )
     except (TypeError, ValueError):  # unsortable keys or circular values: compare the text
         return repr(value)
+
+
+def arguments_key(arguments: Any) -> bytes:
+    """A call's arguments as compared: canonical JSON with volatile tokens masked."""
+    return digest(mask_volatile(canonical_arguments(arguments)))
 
 
 def tool_name(value: Any) -> str:

@@ -3,56 +3,39 @@
 from __future__ import annotations
 
 from looprescue.config import DoctorConfig
-from looprescue.doctor.identity import CompletedCall
-from looprescue.doctor.signals import RETRY_STORM, DetourSignal, Evidence
+from looprescue.doctor.fold import FoldStep, Run
+from looprescue.doctor.signals import RETRY_STORM, DetourSignal
 
 
 class RepeatedCallRule:
-    """Finds runs of consecutive calls with one identity (tool, canonical arguments, masked
-    result) within a turn. Per tool the longest run of the turn is reported."""
+    """Reports the runs the fold closes (``fold.Run``: consecutive calls with one identity)
+    within a turn. Per tool the longest run of the turn is reported."""
 
     def __init__(self, config: DoctorConfig) -> None:
         self._min = config.repeatToolMin
-        self._cap = config.maxEvidence
         self._max_tools = config.maxTrackedTools
-        self._reset()
-
-    def _reset(self) -> None:
-        self._identity: tuple | None = None
-        self._name = ""
-        self._length = 0
-        self._evidence = Evidence(self._cap)
         self._best: dict[str, tuple[int, tuple[int, ...]]] = {}
 
-    def on_call(self, call: CompletedCall) -> None:
-        if call.identity == self._identity:
-            self._length += 1
-            self._evidence.add(call.call_seq)
-            return
-        self._close_run()
-        self._identity = call.identity
-        self._name = call.name
-        self._length = 1
-        self._evidence = Evidence(self._cap)
-        self._evidence.add(call.call_seq)
+    def on_step(self, step: FoldStep) -> None:
+        if step.closed_run is not None:
+            self._on_run(step.closed_run)
 
-    def _close_run(self) -> None:
-        if self._length < self._min:
+    def _on_run(self, run: Run) -> None:
+        if run.length < self._min:
             return
-        best = self._best.get(self._name)
+        best = self._best.get(run.name)
         if best is None and len(self._best) >= self._max_tools:
             return  # table full: bounded memory wins over completeness
-        if best is None or self._length > best[0]:
-            self._best[self._name] = (self._length, self._evidence.freeze())
+        if best is None or run.length > best[0]:
+            self._best[run.name] = (run.length, run.evidence.freeze())
 
     @property
     def tracked(self) -> int:
         return len(self._best)
 
     def close_turn(self, turn: int | None) -> list[DetourSignal]:
-        self._close_run()
-        best = self._best
-        self._reset()
+        """The turn's signals; the fold's ``close_turn`` step must have been fed first."""
+        best, self._best = self._best, {}
         return [
             DetourSignal(
                 kind=RETRY_STORM,

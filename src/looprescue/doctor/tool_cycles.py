@@ -2,94 +2,46 @@
 
 Such a loop never trips the consecutive-identical rule because no two neighbours are equal.
 Identity is the result-aware call identity, so alternating polls whose output changes are
-not a cycle.
+not a cycle. The stretches are the fold's (``fold.Stretch``); this rule reports them.
 """
 
 from __future__ import annotations
 
-from collections import deque
-
 from looprescue.config import DoctorConfig
-from looprescue.doctor.identity import CompletedCall
-from looprescue.doctor.signals import TOOL_CYCLE, DetourSignal, Evidence
+from looprescue.doctor.fold import MIN_WIDTH, FoldStep, Stretch, has_smaller_period
+from looprescue.doctor.signals import TOOL_CYCLE, DetourSignal
 
-MIN_WIDTH = 2
-
-
-def has_smaller_period(unit: tuple) -> bool:
-    """True when ``unit`` is itself a repetition of a shorter unit (then the shorter width,
-    or the consecutive-identical rule for width 1, owns the finding)."""
-    width = len(unit)
-    return any(
-        width % d == 0 and all(unit[i] == unit[i % d] for i in range(width))
-        for d in range(1, width)
-    )
-
-
-class _Stretch:
-    """The current periodic stretch for one width: calls where call[i] == call[i - width]."""
-
-    __slots__ = ("evidence", "matches", "names", "unit")
-
-    def __init__(self, cap: int, window: list[CompletedCall]) -> None:
-        self.matches = 0
-        self.unit = tuple(call.identity for call in window)
-        self.names = tuple(call.name for call in window)
-        self.evidence = Evidence(cap)
-        self.evidence.extend([c.call_seq for c in window if c.call_seq is not None])
+__all__ = ["MIN_WIDTH", "ToolCycleRule", "has_smaller_period"]
 
 
 class ToolCycleRule:
     def __init__(self, config: DoctorConfig) -> None:
-        self._max_width = config.toolCycleMaxWidth
         self._min_repeats = config.toolCycleMinRepeats
-        self._cap = config.maxEvidence
         self._max_cycles = config.maxTrackedTools
-        self._reset()
-
-    def _reset(self) -> None:
-        self._recent: deque[CompletedCall] = deque(maxlen=self._max_width)
-        self._stretches: dict[int, _Stretch] = {}
         self._best: dict[str, tuple[int, int, tuple[int, ...]]] = {}
 
-    def on_call(self, call: CompletedCall) -> None:
-        recent = self._recent
-        for width in range(MIN_WIDTH, self._max_width + 1):
-            if len(recent) >= width and recent[-width].identity == call.identity:
-                stretch = self._stretches.get(width)
-                if stretch is None:
-                    stretch = _Stretch(self._cap, list(recent)[-width:])
-                    self._stretches[width] = stretch
-                stretch.matches += 1
-                stretch.evidence.add(call.call_seq)
-            else:
-                self._close_stretch(width)
-        recent.append(call)
+    def on_step(self, step: FoldStep) -> None:
+        for stretch in step.closed_stretches:
+            self._on_stretch(stretch)
 
-    def _close_stretch(self, width: int) -> None:
-        stretch = self._stretches.pop(width, None)
-        if stretch is None:
-            return
-        length = stretch.matches + width
-        repeats = length // width
-        if repeats < self._min_repeats or has_smaller_period(stretch.unit):
+    def _on_stretch(self, stretch: Stretch) -> None:
+        repeats = stretch.repeats
+        if repeats < self._min_repeats or not stretch.primitive:
             return
         sub = "cycle:" + ">".join(stretch.names)
         best = self._best.get(sub)
         if best is None and len(self._best) >= self._max_cycles:
             return
-        if best is None or (repeats, length) > best[:2]:
-            self._best[sub] = (repeats, length, stretch.evidence.freeze())
+        if best is None or (repeats, stretch.length) > best[:2]:
+            self._best[sub] = (repeats, stretch.length, stretch.evidence.freeze())
 
     @property
     def tracked(self) -> int:
         return len(self._best)
 
     def close_turn(self, turn: int | None) -> list[DetourSignal]:
-        for width in range(MIN_WIDTH, self._max_width + 1):
-            self._close_stretch(width)
-        best = self._best
-        self._reset()
+        """The turn's signals; the fold's ``close_turn`` step must have been fed first."""
+        best, self._best = self._best, {}
         return [
             DetourSignal(
                 kind=TOOL_CYCLE,

@@ -13,53 +13,18 @@ A success is never evidence; crash-repair results count neither way.
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 
 from looprescue.config import DoctorConfig
-from looprescue.doctor.identity import CompletedCall, digest
-from looprescue.doctor.signals import TOOL_MISUSE, DetourSignal, Evidence
-
-# An error code is kept for the explanation only; a log may hold an absurd one.
-_CODE_CHARS = 64
-
-_FailureKey = tuple[str, bytes, bytes]  # tool, canonical-arguments digest, cause digest
-
-
-def failure_cause(call: CompletedCall) -> bytes:
-    """What went wrong: the logged error code when there is one (``FS_NOT_FOUND`` whatever the
-    path), else the masked result (e.g. a command's output and exit code)."""
-    if call.error_code is not None:
-        return digest(f"error-code\x00{call.error_code}")
-    return call.result_key or b""
-
-
-class _Failure:
-    """One call failing for one cause, and every time it did so since it last succeeded."""
-
-    __slots__ = ("code", "count", "first_order", "first_seqs", "last_order", "later", "turns")
-
-    def __init__(self, call: CompletedCall, order: int, cap: int) -> None:
-        self.code = call.error_code[:_CODE_CHARS] if call.error_code is not None else None
-        self.count = 1
-        self.first_order = self.last_order = order
-        self.first_seqs = tuple(s for s in (call.call_seq, call.result_seq) if s is not None)
-        self.later = Evidence(cap)
-        # first and latest turn; turns only grow, so two values tell one turn from several
-        self.turns: tuple[int | None, int | None] = (call.turn, call.turn)
-
-    def again(self, call: CompletedCall, order: int) -> None:
-        self.count += 1
-        self.last_order = order
-        self.later.add(call.call_seq)
-        self.later.add(call.result_seq)
-        self.turns = (self.turns[0], call.turn)
+from looprescue.doctor.fold import Failure, FailureKey, FailureTracker
+from looprescue.doctor.signals import TOOL_MISUSE, DetourSignal
 
 
 class _Group:
     """Standing failures of one tool that are the same thing (shared call or shared cause)."""
 
-    def __init__(self, failures: list[_Failure], cap: int) -> None:
+    def __init__(self, failures: list[Failure], cap: int) -> None:
         failures.sort(key=lambda f: f.first_order)
         self.failures = failures
         self.count = sum(f.count for f in failures)
@@ -71,7 +36,7 @@ class _Group:
         self.reuses = sorted(reuses)[:cap]
 
 
-def _same_thing_groups(failures: Iterable[tuple[_FailureKey, _Failure]], cap: int) -> list[_Group]:
+def _same_thing_groups(failures: Iterable[tuple[FailureKey, Failure]], cap: int) -> list[_Group]:
     """Connected groups: failures linked by the same arguments or by the same cause."""
     items = list(failures)
     parent = list(range(len(items)))
@@ -87,58 +52,27 @@ def _same_thing_groups(failures: Iterable[tuple[_FailureKey, _Failure]], cap: in
         for link in (("args", args), ("cause", cause)):
             j = first_with.setdefault(link, i)
             parent[root(i)] = root(j)
-    members: dict[int, list[_Failure]] = defaultdict(list)
+    members: dict[int, list[Failure]] = defaultdict(list)
     for i, (_key, failure) in enumerate(items):
         members[root(i)].append(failure)
     return [_Group(group, cap) for group in members.values()]
 
 
 class ToolMisuseRule:
-    def __init__(self, config: DoctorConfig) -> None:
+    """Reports the fold's standing failures (``fold.FailureTracker``) at the end of a log."""
+
+    def __init__(self, config: DoctorConfig, failures: FailureTracker) -> None:
         self._min = config.toolErrorMin
         self._cap = config.maxEvidence
-        self._max_failures = config.maxTrackedTools
-        self._order = 0
-        # least recently failing first, so eviction drops the stalest failure
-        self._failures: OrderedDict[_FailureKey, _Failure] = OrderedDict()
-        self._causes_of_call: dict[tuple[str, bytes], set[bytes]] = {}
-
-    def on_call(self, call: CompletedCall) -> None:
-        if call.interrupted or call.result_key is None:
-            return  # the harness stopped, or no outcome was logged: neither failure nor success
-        the_call = (call.name, call.args_digest)
-        if not call.failed:
-            # the agent succeeded at this very call: its failures are answered
-            for cause in self._causes_of_call.pop(the_call, ()):
-                del self._failures[(*the_call, cause)]
-            return
-        self._order += 1
-        cause = failure_cause(call)
-        key = (*the_call, cause)
-        failure = self._failures.get(key)
-        if failure is not None:
-            failure.again(call, self._order)
-            self._failures.move_to_end(key)
-            return
-        if len(self._failures) >= self._max_failures:
-            self._forget_stalest()
-        self._failures[key] = _Failure(call, self._order, self._cap)
-        self._causes_of_call.setdefault(the_call, set()).add(cause)
-
-    def _forget_stalest(self) -> None:
-        (name, args, cause), _ = self._failures.popitem(last=False)
-        causes = self._causes_of_call[(name, args)]
-        causes.discard(cause)
-        if not causes:
-            del self._causes_of_call[(name, args)]
+        self._tracker = failures
 
     @property
     def tracked(self) -> int:
-        return len(self._failures)
+        return len(self._tracker.failures)
 
     def finish(self) -> list[DetourSignal]:
-        by_tool: dict[str, list[tuple[_FailureKey, _Failure]]] = defaultdict(list)
-        for key, failure in self._failures.items():
+        by_tool: dict[str, list[tuple[FailureKey, Failure]]] = defaultdict(list)
+        for key, failure in self._tracker.failures.items():
             by_tool[key[0]].append((key, failure))
         signals = []
         for name, failures in by_tool.items():
