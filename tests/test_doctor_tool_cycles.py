@@ -6,8 +6,8 @@ from tests.test_doctor_helpers import SessionBuilder
 
 from looprescue.config import DoctorConfig
 from looprescue.doctor import analyze_log
-from looprescue.doctor.identity import CompletedCall, digest, result_digest
 from looprescue.doctor.fold import ToolCallFold
+from looprescue.doctor.identity import CompletedCall, digest, result_digest
 from looprescue.doctor.tool_cycles import ToolCycleRule, has_smaller_period
 
 

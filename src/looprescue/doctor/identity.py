@@ -81,8 +81,11 @@ def _request_id(match: re.Match[str]) -> str:
 _UNDIGITED: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], str], ...] = (
     (re.compile(r"(?:/private)?/var/folders/[\w-]+/[\w-]+/T/"), "<tmpdir>/", "/var/folders/"),
     (re.compile(r"/tmp/pytest-of-[\w.-]+/pytest-\d+/"), "/tmp/<tmpdir>/", "pytest-of-"),
-    (re.compile(r"t(?<![A-Za-z0-9_]t)mp(?:[a-z0-9_]{8}|\.[A-Za-z0-9]{10})(?![A-Za-z0-9_])"),
-     "<tmp>", "tmp"),
+    (
+        re.compile(r"t(?<![A-Za-z0-9_]t)mp(?:[a-z0-9_]{8}|\.[A-Za-z0-9]{10})(?![A-Za-z0-9_])"),
+        "<tmp>",
+        "tmp",
+    ),
     (
         re.compile(
             r"(?<![A-Za-z0-9])(?:req|request|msg|chatcmpl|call|toolu|resp|run|trace|span)"
