@@ -21,9 +21,10 @@ MEANINGS = {
     "watch": "Which channels the detector judges; an unwatched channel is never held back or cut.",
     "marker": "Leave a one-line note such as `〔1234 chars of repeated reasoning removed〕` where"
     " loop text was removed (proxy and `clean`).",
-    "language": "Language of markers, notes and corrections; `auto`: Chinese when the"
-    " conversation's human messages are (for `clean`: when the kept text mostly is), else"
-    " English.",
+    "language": "Language of markers, notes and corrections; `auto`: Chinese when a human"
+    " message of the conversation is Chinese (for `clean`: when the kept text is), else English."
+    " Japanese and Korean text gets English: the judgement reads the script, not only the"
+    " ideographs.",
     "maxConsecutiveRescues": "Resumes in a row per conversation; past it a looping response is"
     " cut and ends with a visible note. A response without a loop resets the count.",
     "stallCalls": "After this many reasoning-only responses in a row, the next request of the"

@@ -4,12 +4,12 @@ sanitization (requests), so both prune with the same rules and leave the same ma
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
 from looprescue.config import LoopRescueConfig
 from looprescue.detect import Hit, scan_text
+from looprescue.language import text_language
 
 Language = Literal["auto", "zh", "en"]
 
@@ -23,14 +23,10 @@ def first_hit(text: str, channel: str, config: LoopRescueConfig) -> Hit | None:
 
 
 def pick_language(sample: str, language: Language = "auto") -> Literal["zh", "en"]:
-    """``zh`` when at least a third of the letters in ``sample`` are CJK, else ``en``."""
+    """The configured language, or the one ``sample`` is written in (``language.py``)."""
     if language != "auto":
         return language
-    letters = [ch for ch in sample if ch.isalpha()]
-    if not letters:
-        return "en"
-    cjk = sum(1 for ch in letters if unicodedata.name(ch, "").startswith("CJK"))
-    return "zh" if cjk * 3 >= len(letters) else "en"
+    return text_language(sample)
 
 
 def marker_text(removed_chars: int, channel: str, language: Literal["zh", "en"]) -> str:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..language import text_language
 from .marker import Lang
 
 SESSION_HEADERS = ("x-deepseek-harness-session-id", "x-looprescue-session")
@@ -138,23 +138,8 @@ def _flatten(content: Any) -> str:
     return ""
 
 
-# CJK ideographs and kana; letters are word characters that are not digits or underscores.
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")
-_LETTER = re.compile(r"[^\W\d_]")
-# Language is judged on a bounded sample, so its cost never grows with the request.
-SAMPLE_CHARS = 4096
+# Language is judged on a bounded sample of at most this many messages.
 SAMPLE_PIECES = 64
-
-
-def text_language(text: str) -> Lang:
-    """zh when CJK ideographs make up at least a fifth of the letters (of the first
-    ``SAMPLE_CHARS`` chars), else en."""
-    sample = text[:SAMPLE_CHARS]
-    cjk = len(_CJK.findall(sample))
-    letters = len(_LETTER.findall(sample))
-    if letters and cjk * 5 >= letters:
-        return "zh"
-    return "en"
 
 
 def human_texts(body: Mapping[str, Any]) -> list[str]:
