@@ -47,6 +47,15 @@ MEANINGS = {
     " unchanged.",
     "sanitizeHistory": "Cut loops out of the earlier assistant messages of each request before"
     " it goes upstream, as `clean` cuts them (a request with none goes byte for byte).",
+    "holdMaxChars": "Most chars of a channel that `rescue` and `cut` hold back behind the"
+    " newest while the detector decides. Held text past it goes out; if it then turns out to"
+    " be loop, it is counted as leaked (`leaked_loop_chars`). null: no bound in chars"
+    " ([docs/rescue.md](docs/rescue.md)).",
+    "holdMaxMs": "Longest a char waits in the proxy's hold-back (`rescue`, `cut`): text held"
+    " this long goes out at the next upstream read, and if it then turns out to be loop it is"
+    " counted as leaked. The default keeps the added delay of healthy text under 1 s and lets"
+    " a loop confirmed within it leak nothing; null: hold all the detector asks (no loop char"
+    " leaks, but a run of short sentences can freeze the stream for seconds).",
     # -- detector
     "detector.cycleMinPeriod": "Shortest repeated unit the cycle rule looks for (chars, with"
     " a number folded to one, and whitespace after a sentence end to one space or none).",

@@ -165,6 +165,14 @@ class LoopRescueConfig(_Strict):
     models: tuple[str, ...] = ("*",)
     # cut loops out of the earlier assistant messages of every request before it goes upstream
     sanitizeHistory: bool = True
+    # Most chars of a channel rescue holds back behind the newest: a stretch that may still
+    # become a loop waits for the detector at most this long, then goes out (and counts as
+    # leaked if it does turn out loop). null: hold all the watermark asks (no loop char leaks,
+    # but a long run of short sentences can stall the stream for seconds).
+    holdMaxChars: int | None = Field(None, ge=0, le=10_000_000)
+    # The same bound in time, on the clock the adapter tells the engine (the proxy: the
+    # time each upstream read is handed on); null: no time bound.
+    holdMaxMs: int | None = Field(800, ge=0, le=3_600_000)
     detector: DetectorConfig = DetectorConfig()
     doctor: DoctorConfig = DoctorConfig()
     proxy: ProxyConfig = ProxyConfig()

@@ -142,7 +142,7 @@ class ExchangeDriver:
                 except UpstreamError as err:
                     step = feed_item(exchange, err)
                 else:
-                    step = feed_item(exchange, chunk)
+                    step = feed_item(exchange, chunk, time.monotonic() * 1000)
             if step.save is not None or step.audit:
                 await self.carry_out(step)
             if step.client:
@@ -207,7 +207,7 @@ class ExchangeDriver:
             return None, exchange.fail(
                 UpstreamFailed("transport", f"continuation failed: {err.message}")
             )
-        return response, exchange.feed_bytes(first)
+        return response, exchange.feed_bytes(first, time.monotonic() * 1000)
 
     # ------------------------------------------------------------------ non-streaming
 

@@ -139,17 +139,20 @@ class Exchange:
 
     # ------------------------------------------------------------------ feeding
 
-    def feed_bytes(self, chunk: bytes) -> Step:
-        """Streamed upstream bytes (any split)."""
+    def feed_bytes(self, chunk: bytes, now_ms: float | None = None) -> Step:
+        """Streamed upstream bytes (any split); ``now_ms``: the adapter's clock when they
+        were read, which bounds how long the engine holds text back (``holdMaxMs``)."""
         if not self._accepting:
             return Step()
         if self.mirror:
             return self._mirror(chunk)
+        step = Step()
+        if now_ms is not None:
+            self._route(self.engine.tick(now_ms), step)
         try:
             frames = self._parser.feed(chunk)
         except SSEError as err:
             return self.fail(UpstreamFailed("malformed", f"upstream stream: {err}"))
-        step = Step()
         if not frames:
             return step
         decode = self._decoder.decode

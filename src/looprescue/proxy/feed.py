@@ -14,14 +14,14 @@ from .exchange import Exchange, Step
 from .upstream import UpstreamError
 
 
-def feed_item(exchange: Exchange, item: bytes | UpstreamError) -> Step:
+def feed_item(exchange: Exchange, item: bytes | UpstreamError, now_ms: float | None = None) -> Step:
     """The step of what the upstream response's body gave: bytes, its end (``b""``) or its
-    failure."""
+    failure; ``now_ms``: when it was read (the engine's hold-back is bounded in time)."""
     if isinstance(item, UpstreamError):
         if item.kind == "stall":
             return exchange.fail(UpstreamFailed("stall", item.message))
         return exchange.fail(UpstreamFailed("transport", item.message))
-    return exchange.feed_bytes(item) if item else exchange.upstream_ended()
+    return exchange.feed_bytes(item, now_ms) if item else exchange.upstream_ended()
 
 
 class DirectFeed:
@@ -48,7 +48,7 @@ class DirectFeed:
             step = Step()
             step.client = item
             return step
-        step = feed_item(exchange, item)
+        step = feed_item(exchange, item, self.now() * 1000)
         if step.save is not None or step.audit or not exchange.reading:
             return step
         if step.client and not self._write(step.client):

@@ -12,6 +12,9 @@ What the client sees:
 * Text the detector cannot be part of a future loop (``StreamDetector.safe_offset``) is
   released at once; only the suspicious tail of a channel is held back (``release.py``). When a
   block ends, its held text is released (the loop did not confirm before the model moved on).
+  Held text waits at most ``holdMaxMs`` on the clock the adapter tells (``tick``) and lags the
+  newest char by at most ``holdMaxChars``; what passes a bound and then turns out loop is
+  counted as leaked.
 * On a confirmed loop (``cut.py`` decides what follows) the held loop text is dropped, the kept
   prefix is released, an optional one-line marker follows, and then (``rescue``) the
   continuation streams into the same response with client block indices continuing where they
@@ -78,7 +81,7 @@ from .events import (
     UsageReported,
 )
 from .marker import Lang
-from .release import Released, ReleaseQueue
+from .release import NEVER, Released, ReleaseQueue
 from .sanitize import HistoryCache, HistoryCut, sanitize_history
 
 _UNLIMITED = 1 << 62
@@ -204,6 +207,12 @@ class RescueEngine:
         self._loop_copy = ""
         self._detector_factory = detector_factory  # None: the default StreamDetector
         self._watched = _WATCHED[config.watch]
+        # held text never lags the newest char by more than this (config.holdMaxChars)
+        self._hold_max = _UNLIMITED if config.holdMaxChars is None else config.holdMaxChars
+        # nor waits longer than this (config.holdMaxMs), on the clock the adapter tells
+        # (``tick``); -1: no time told yet, or no bound
+        self._hold_ms = -1.0 if config.holdMaxMs is None else float(config.holdMaxMs)
+        self._now = -1.0
         self._acting = config.mode != "observe"
         # True while channel text waits for the end of a batch of events to be judged
         self._release_due = False
@@ -313,6 +322,23 @@ class RescueEngine:
             out += handler(self, event)
         if self._release_due and not more:
             out += self._settle()
+        return out
+
+    def tick(self, now_ms: float) -> list[EngineOutput]:
+        """The adapter's clock (ms, never going back): held text that came in
+        ``holdMaxMs`` or more before goes out now, whatever the watermark says. The adapter
+        ticks before it feeds each read; an engine never ticked has no time bound."""
+        queue = self._attempt.queue
+        if self._now < 0:
+            queue.restamp(now_ms)  # pieces from before the clock started wait from now
+        self._now = now_ms
+        if self._hold_ms < 0 or self._state is not EngineState.STREAMING or self._release_due:
+            return []
+        oldest = queue.oldest_at()
+        if oldest is None or oldest > now_ms - self._hold_ms:
+            return []
+        out = self._release(self._safe_offset)
+        self._note_held()
         return out
 
     def _settle(self) -> list[EngineOutput]:
@@ -450,27 +476,27 @@ class RescueEngine:
         queue = attempt.queue
         if watched:
             if hit is not None:
-                queue.push_text(index, channel, start, text)
+                queue.push_text(index, channel, start, text, self._now)
                 return self._on_hit(hit, index)
             if self._acting:
                 if self._more:
                     # more deltas of this read follow: judge them together after the last one
-                    queue.push_text(index, channel, start, text)
+                    queue.push_text(index, channel, start, text, self._now)
                     self._release_due = True
                     return []
-                safe = attempt.detector.safe_offset(channel)
+                safe = max(attempt.detector.safe_offset(channel), end - self._hold_max)
                 # this judges the whole run of the read so far: nothing is left to settle
                 self._release_due = False
                 if not queue and safe >= end:
                     # nothing held before it and nothing of it suspicious: straight out
                     return self._emit_text(index, channel, text)
-                queue.push_text(index, channel, start, text)
+                queue.push_text(index, channel, start, text, self._now)
                 out = self._release(self._safe_offset, {channel: safe})
                 self._note_held()
                 return out
         if not queue:
             return self._emit_text(index, channel, text)  # nothing to hold it back
-        queue.push_text(index, channel, start, text)
+        queue.push_text(index, channel, start, text, self._now)
         if not self._acting:
             return self._release(None)
         out = self._release(self._safe_offset)
@@ -520,9 +546,12 @@ class RescueEngine:
     # ------------------------------------------------------------------ release
 
     def _safe_offset(self, channel: Channel) -> int:
+        """How far ``channel`` may go out: the detector's watermark, or the hold bound when
+        that is further (what passes the bound and then turns out loop counts as leaked)."""
         if channel not in self._watched:
             return _UNLIMITED
-        return self._attempt.detector.safe_offset(channel)
+        attempt = self._attempt
+        return max(attempt.detector.safe_offset(channel), attempt.fed[channel] - self._hold_max)
 
     def _release(
         self, safe_offset: Callable[[Channel], int] | None, known: dict[str, int] | None = None
@@ -530,7 +559,9 @@ class RescueEngine:
         """Queued items up to the safe offsets (everything when ``safe_offset`` is None);
         ``known``: safe offsets just asked for, not to be asked again."""
         out: list[EngineOutput] = []
-        for item in self._attempt.queue.release(safe_offset, known):
+        now = self._now
+        due = now - self._hold_ms if now >= 0 and self._hold_ms >= 0 else NEVER
+        for item in self._attempt.queue.release(safe_offset, known, due):
             if type(item) is Released:
                 out += self._emit_text(item.up_index, item.channel, item.text)
             else:

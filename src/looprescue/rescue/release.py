@@ -21,18 +21,21 @@ from .events import Channel, UpstreamEvent
 
 @dataclass(slots=True, init=False)
 class Held:
-    """Channel text waiting in the queue; ``start`` is its offset in the channel."""
+    """Channel text waiting in the queue; ``start`` is its offset in the channel, ``at`` the
+    adapter's time (ms) when it came in."""
 
     up_index: int
     channel: Channel
     start: int
     text: str
+    at: float
 
-    def __init__(self, up_index: int, channel: Channel, start: int, text: str) -> None:
+    def __init__(self, up_index: int, channel: Channel, start: int, text: str, at: float) -> None:
         self.up_index = up_index
         self.channel = channel
         self.start = start
         self.text = text
+        self.at = at
 
     @property
     def end(self) -> int:
@@ -54,6 +57,8 @@ class Released:
 
 
 Item = Released | UpstreamEvent
+# a ``due`` no piece came in at or before: no time bound
+NEVER: Final = float("-inf")
 
 
 class ReleaseQueue:
@@ -68,18 +73,39 @@ class ReleaseQueue:
     def __bool__(self) -> bool:
         return bool(self._entries)
 
-    def push_text(self, up_index: int, channel: Channel, start: int, text: str) -> None:
-        self._entries.append(Held(up_index, channel, start, text))
+    def push_text(
+        self, up_index: int, channel: Channel, start: int, text: str, at: float = 0.0
+    ) -> None:
+        self._entries.append(Held(up_index, channel, start, text, at))
         self.held_chars += len(text)
+
+    def oldest_at(self) -> float | None:
+        """When the text first in the queue came in (None: no text waits first)."""
+        entries = self._entries
+        if entries and isinstance(entries[0], Held):
+            return entries[0].at
+        return None
+
+    def restamp(self, at: float) -> None:
+        """Date every waiting piece ``at`` (the adapter's clock starts: earlier pieces had
+        no time)."""
+        for entry in self._entries:
+            if isinstance(entry, Held):
+                entry.at = at
 
     def push_event(self, event: UpstreamEvent) -> None:
         self._entries.append(event)
 
     def release(
-        self, safe_offset: Callable[[Channel], int] | None, known: dict[str, int] | None = None
+        self,
+        safe_offset: Callable[[Channel], int] | None,
+        known: dict[str, int] | None = None,
+        due: float = NEVER,
     ) -> list[Item]:
         """Everything up to ``safe_offset(channel)`` (all of it when ``safe_offset`` is None);
-        ``known`` holds channels' safe offsets already at hand (asked once per call)."""
+        ``known`` holds channels' safe offsets already at hand (asked once per call). A piece
+        that came in at ``due`` or before goes out whatever the offset (the hold's time
+        bound)."""
         entries = self._entries
         out: list[Item] = []
         # the two channels' limits, -1 until asked (plain locals: this runs once per read)
@@ -112,6 +138,8 @@ class ReleaseQueue:
                     reasoning_limit = safe_offset(channel)
                 limit = reasoning_limit
             start = entry.start
+            if entry.at <= due:
+                limit = entry.end  # held as long as it may be
             if limit <= start:
                 break
             if entry.up_index != run_index or channel != run_channel:
@@ -128,7 +156,7 @@ class ReleaseQueue:
             cut = limit - start
             run.append(text[:cut])
             released += cut
-            entries[0] = Held(entry.up_index, channel, limit, text[cut:])
+            entries[0] = Held(entry.up_index, channel, limit, text[cut:], entry.at)
             break
         if run_index >= 0:
             out.append(Released(run_index, run_channel, "".join(run)))
