@@ -41,6 +41,17 @@ RUN_TIMEOUT_S = 180.0
 # Upstream frames before the first text delta: message_start, ping, content_block_start.
 FIRST_DELTA_EVENT = 3
 TEXT_SEED = 20261129
+# Paced streams of a real healthy answer too (corpus/healthy.jsonl's first record): the
+# pseudo-words above are one run of short sentences, which the watermark holds as a phrase
+# pool could begin there; a real answer is held the way the field sees it.
+REAL_DELTAS = 120
+REAL_CONCURRENCY = (1, 50)
+HEALTHY = REPO_ROOT / "corpus" / "healthy.jsonl"
+
+
+def real_text(chars: int = REAL_DELTAS * CHUNK_CHARS) -> str:
+    with HEALTHY.open(encoding="utf-8") as handle:
+        return json.loads(handle.readline())["text"][:chars]
 
 
 def bench_text(chars: int, seed: int = TEXT_SEED) -> str:
@@ -67,12 +78,14 @@ def serve_upstream_child() -> None:
     from tests.support.scripted_upstream import ScriptedResponse, ScriptedUpstream
 
     text = bench_text(max(PACED_DELTAS, BULK_DELTAS) * CHUNK_CHARS)
+    real = real_text()
 
     def respond(request) -> ScriptedResponse:
         deltas = int(request.headers.get("x-bench-deltas", "1"))
         delay = float(request.headers.get("x-bench-delay-ms", "0")) / 1000
+        source = real if request.headers.get("x-bench-text") == "real" else text
         return ScriptedResponse(
-            text=text[: deltas * CHUNK_CHARS],
+            text=source[: deltas * CHUNK_CHARS],
             delta_chars=(CHUNK_CHARS, CHUNK_CHARS),
             delay=delay,
             label="bench",
@@ -181,6 +194,7 @@ async def _one_stream(
     deltas: int,
     delay_ms: float,
     start_after_s: float,
+    kind: str = "synthetic",
 ) -> StreamResult:
     # Staggered starts, as real clients arrive: synchronous bursts would measure queueing.
     await asyncio.sleep(start_after_s)
@@ -197,6 +211,7 @@ async def _one_stream(
         "x-bench-stream": stream_id,
         "x-bench-deltas": str(deltas),
         "x-bench-delay-ms": str(delay_ms),
+        "x-bench-text": kind,
     }
     started = time.monotonic()
     arrivals: list[float] = []
@@ -224,17 +239,23 @@ async def _one_stream(
 
 
 async def _run_streams(
-    port: int, label: str, streams: int, deltas: int, delay_ms: float
+    port: int, label: str, streams: int, deltas: int, delay_ms: float, kind: str = "synthetic"
 ) -> list[StreamResult]:
     stagger_s = delay_ms / 1000 / streams
     tasks = [
-        _one_stream(port, f"{label}-{i}", deltas, delay_ms, i * stagger_s) for i in range(streams)
+        _one_stream(port, f"{label}-{i}", deltas, delay_ms, i * stagger_s, kind)
+        for i in range(streams)
     ]
     return await asyncio.wait_for(asyncio.gather(*tasks), RUN_TIMEOUT_S)
 
 
-def _check_texts(results: Sequence[StreamResult], deltas: int, where: str) -> None:
-    expected = bench_text(max(PACED_DELTAS, BULK_DELTAS) * CHUNK_CHARS)[: deltas * CHUNK_CHARS]
+def _check_texts(
+    results: Sequence[StreamResult], deltas: int, where: str, kind: str = "synthetic"
+) -> None:
+    whole = (
+        real_text() if kind == "real" else bench_text(max(PACED_DELTAS, BULK_DELTAS) * CHUNK_CHARS)
+    )
+    expected = whole[: deltas * CHUNK_CHARS]
     for result in results:
         if result.text != expected:
             raise RuntimeError(f"{where}: stream {result.stream_id} text differs from upstream's")
@@ -274,6 +295,23 @@ def _measure(
     )
 
 
+def _measure_real(
+    upstream: UpstreamProcess, port: int, target: str, streams: int, n: int
+) -> Figures:
+    """Added latency per delta (ms) of paced streams of the real answer: p50 and p99."""
+    label = f"{target}-{streams}-{n}-real"
+    paced = asyncio.run(
+        _run_streams(port, label, streams, REAL_DELTAS, PACED_DELAY_MS, kind="real")
+    )
+    _check_texts(paced, REAL_DELTAS, target, kind="real")
+    sent = upstream.send_times()
+    latencies: list[float] = []
+    for result in paced:
+        times = sent[result.stream_id][FIRST_DELTA_EVENT : FIRST_DELTA_EVENT + REAL_DELTAS]
+        latencies += [(got - put) * 1000 for got, put in zip(result.arrivals, times, strict=True)]
+    return Figures(statistics.median(latencies), _percentile(latencies, 0.99), 0.0)
+
+
 def _median_figures(figures: Sequence[Figures]) -> Figures:
     return Figures(
         p50_ms=statistics.median(f.p50_ms for f in figures),
@@ -286,9 +324,10 @@ def _assert_text_is_healthy() -> None:
     from looprescue.detect import scan_text
 
     text = bench_text(max(PACED_DELTAS, BULK_DELTAS) * CHUNK_CHARS)
-    hits = scan_text(text, channel="text")
-    if hits:
-        raise RuntimeError(f"benchmark text trips the detector: {hits[0].rule}")
+    for checked in (text, real_text()):
+        hits = scan_text(checked, channel="text")
+        if hits:
+            raise RuntimeError(f"benchmark text trips the detector: {hits[0].rule}")
 
 
 def _row(streams: int, target: str, figures: Figures, baseline: Figures | None) -> str:
@@ -336,6 +375,26 @@ def main() -> None:
             for target, measured in figures.items():
                 baseline = None if target == "direct" else direct
                 print(_row(streams, target, measured, baseline), flush=True)
+        print(
+            f"Real answer (corpus/healthy.jsonl's first, {REAL_DELTAS} deltas "
+            f"{PACED_DELAY_MS:g} ms apart, 120 chars/s): added latency per delta, rescue "
+            "against observe (same run)"
+        )
+        for streams in REAL_CONCURRENCY:
+            rounds = [
+                {t: _measure_real(upstream, port, t, streams, n) for t, port in targets.items()}
+                for n in range(1, ROUNDS + 1)
+            ]
+            figures = {t: _median_figures([r[t] for r in rounds]) for t in targets}
+            observe = figures["proxy observe"]
+            for target, measured in figures.items():
+                line = f"{streams:>7}  {target:<14} {measured.p50_ms:>8.2f} {measured.p99_ms:>8.2f}"
+                if target == "proxy rescue":
+                    line += (
+                        f"  over observe: {measured.p50_ms - observe.p50_ms:+.2f} ms p50, "
+                        f"{measured.p99_ms - observe.p99_ms:+.2f} ms p99"
+                    )
+                print(line, flush=True)
     finally:
         for proxy in proxies:
             proxy.close()
