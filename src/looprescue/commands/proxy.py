@@ -203,6 +203,11 @@ def proxy_command(
         from looprescue.proxy.app import Proxy
 
         Proxy(cfg, cfg.proxy.upstream or "")  # validates the upstream URL
+        if cfg.proxy.workers > 1 and not hasattr(os, "fork"):
+            raise ConfigError(
+                "proxy.workers: more than 1 needs fork(), which this platform lacks; run one "
+                "proxy per port instead"
+            )
     except (ConfigError, ValueError) as exc:
         err.print("[red]error:[/red]", escape(str(exc)))
         raise typer.Exit(2) from None

@@ -20,7 +20,7 @@ from looprescue.dsh.errors import (
     SessionLockedError,
 )
 from looprescue.dsh.lines import decode_file, iter_lines, open_regular
-from looprescue.dsh.lock import SessionLock, file_signature, is_locked_by_dsh
+from looprescue.dsh.lock import CAN_LOCK, SessionLock, file_signature, is_locked_by_dsh
 from looprescue.dsh.log import SessionLog, open_log
 from looprescue.dsh.prune import stream_problems
 from looprescue.dsh.writer import LogWriter, remove_stale_temps
@@ -62,10 +62,13 @@ class SessionEditor:
         except SessionLockedError:
             if not self.force:
                 raise
-            self.warn(
-                f"warning: DSH holds {session_dir / 'session.lock'}; editing anyway (--force). "
-                "A running DSH may overwrite or append to the edited log."
-            )
+            if CAN_LOCK:
+                self.warn(
+                    f"warning: DSH holds {session_dir / 'session.lock'}; editing anyway "
+                    "(--force). A running DSH may overwrite or append to the edited log."
+                )
+            else:
+                self.warn("warning: editing without DSH's lock (--force; no flock here)")
         # Temp files of earlier edits that were killed: with the lock held nobody else can be
         # writing one, so all of them are stale.
         held = self._lock is not None

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 from pathlib import Path
 
 from looprescue.dsh.errors import SessionAccessError, SessionLockedError
 
+try:
+    import fcntl
+except ImportError:  # Windows has no flock: reading works, editing needs --force
+    fcntl = None  # type: ignore[assignment]
+
+CAN_LOCK = fcntl is not None
 LOCK_FILE_NAME = "session.lock"
+# Without flock nobody can tell whether DSH is writing a session, so an edit is refused unless
+# the user says DSH is closed (--force).
+NO_LOCKING = (
+    "this platform cannot lock files (no fcntl), so looprescue cannot tell whether DSH is "
+    "writing this session; close DSH, then pass --force to edit it without the lock"
+)
 
 
 def is_locked_by_dsh(session_dir: Path) -> bool:
     """True while some process (normally DSH) holds ``session.lock``. Never creates the file."""
+    if fcntl is None:
+        return False  # cannot tell; an edit refuses on its own (NO_LOCKING)
     lock_path = Path(session_dir) / LOCK_FILE_NAME
     try:
-        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO here must not block us
+        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO here must not block us
     except FileNotFoundError:
         return False
     except OSError:
@@ -40,6 +53,8 @@ class SessionLock:
         self._fd: int | None = None
 
     def acquire(self) -> SessionLock:
+        if fcntl is None:
+            raise SessionLockedError(NO_LOCKING, path=self.path)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         except OSError as err:

@@ -561,13 +561,11 @@ class HttpServer:
         for sock in sockets:
             server = await loop.create_server(lambda: HttpConnection(self), sock=sock, backlog=4096)
             servers.append(server)
-        if signals:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, self.stop)
+        handled = _handle_stop_signals(loop, self.stop) if signals else False
         try:
             await self._stop.wait()
         finally:
-            if signals:
+            if handled:
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(signum)
             for server in servers:
@@ -616,3 +614,16 @@ class _Lifespan:
         await self._inbox.put({"type": "lifespan.shutdown"})
         await self._outbox.get()
         await self._task
+
+
+def _handle_stop_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> bool:
+    """Stop on SIGINT and SIGTERM. True when the loop's own handlers do it; where a loop has
+    none (Windows), plain signal handlers hand the stop to the loop, and False is returned."""
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop)
+    except (NotImplementedError, RuntimeError):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda _signum, _frame: loop.call_soon_threadsafe(stop))
+        return False
+    return True
