@@ -14,10 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from tests.test_dsh_helpers import install_session
 
-HIDE = '''
+HIDE = """
 import os, sys
 sys.modules["fcntl"] = None  # "import fcntl" raises ImportError, as on Windows
 sys.modules["uvloop"] = None
@@ -30,7 +29,7 @@ def _no_loop_signals(self, *args, **kwargs):
 
 unix_events._UnixSelectorEventLoop.add_signal_handler = _no_loop_signals
 unix_events._UnixSelectorEventLoop.remove_signal_handler = _no_loop_signals
-'''
+"""
 
 
 @pytest.fixture

@@ -29,7 +29,8 @@ def is_locked_by_dsh(session_dir: Path) -> bool:
         return False  # cannot tell; an edit refuses on its own (NO_LOCKING)
     lock_path = Path(session_dir) / LOCK_FILE_NAME
     try:
-        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO here must not block us
+        # a FIFO here must not block us
+        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return False
     except OSError:
