@@ -85,8 +85,8 @@ MEANINGS = {
     "detector.poolMaxPhraseChars": "Longest sentence that counts as a short phrase.",
     "detector.poolMinDistinct": "Distinct phrases a pool needs (1: copies of one sentence that"
     " differ only in whitespace count).",
-    "detector.poolMinChars": "Chars from a pool's onset to where it fires: a short burst the"
-    " model recovers from is not cut.",
+    "detector.poolMinChars": "Chars from a pool's onset to where it fires (a CJK char counted"
+    " as two): a short burst the model recovers from is not cut.",
     "detector.linesWindow": "Recent lines the lines rule looks at.",
     "detector.linesMaxMedianChars": "Median length a window of short lines has at most.",
     "detector.linesMinDuplicateRatio": "Share of duplicated lines in such a window.",

@@ -82,3 +82,52 @@ def test_healthy_reasoning_with_recurring_interjections_does_not_fire():
     # "OK." / "Wait." / "Hmm." / "Let me check." recur, but between new, coherent sentences.
     assert scan_text(HEALTHY_REASONING, "reasoning") == []
     assert stream(HEALTHY_REASONING, "reasoning", sizes=(2, 4, 6)) is None
+
+
+def _deepseek_pool(seed: int) -> tuple[str, int]:
+    """600 chars of Chinese planning, then 6,000 of a skewed, reshuffled pool written as
+    DeepSeek writes it: no spaces, a line break now and then, a phrase twice in a row."""
+    rng = random.Random(seed)
+    plan = "".join(
+        [
+            "用户要求我写一个函数来解析配置文件。首先我需要确认文件格式是YAML还是JSON。",
+            "然后决定用哪个库。考虑到兼容性，我会先检查扩展名，再尝试两种解析器。",
+            "如果两者都失败，就抛出一个清晰的错误。另外，配置里可能有环境变量的引用，",
+            "需要在加载后展开。测试要覆盖空文件和损坏的文件。默认值的合并顺序是命令行优先，",
+            "其次是环境变量，最后是文件本身。日志要记录最终生效的来源。",
+            "接口定为 load_config(path)，返回一个字典，出错时抛出 ConfigError。",
+            "然后写实现，再补单元测试。最后检查类型注解和文档字符串是否完整，",
+            "确保别人读得懂，也方便以后维护和扩展这个模块。还要想一想并发读取的情况：",
+            "多个进程同时加载同一个文件时，不应该互相影响，也不该留下临时文件。",
+        ]
+    )
+    pool, weights = ["好。", "继续。", "输出。", "现在写。", "OK。", "开始写。"], [5, 3, 3, 2, 1, 1]
+    out: list[str] = []
+    while sum(map(len, out)) < 6000:
+        phrase = rng.choices(pool, weights)[0]
+        out.append(phrase * (2 if rng.random() < 0.2 else 1))
+        if rng.random() < 0.1:
+            out.append("\n")
+    return plan + "".join(out), len(plan)
+
+
+def test_deepseek_chinese_pool_without_separators_is_cut_at_its_onset():
+    # poolMinChars counts a CJK char as two, and the run reaches back far enough to hold a
+    # hundred of the narrowest phrases: the pool fires within ~300 chars wide of its onset
+    for seed in range(4):
+        text, onset = _deepseek_pool(seed)
+        hit = stream(text, "reasoning", sizes=(2, 5, 3))
+        assert hit is not None and hit.rule == "pool"
+        assert hit.prune_offset == onset
+        assert hit.fired_at - onset <= 300  # chars: 600 wide at most
+        assert scan_text(text, "text")[0].prune_offset == onset
+
+
+def test_a_cycle_that_settles_out_of_a_pool_keeps_none_of_it():
+    # a reshuffled batch, then one of its phrases on and on: the cycle's cut moves back to
+    # where the batch began
+    rng = random.Random(2)
+    batch = "".join(rng.choice(["OK. ", "Go. ", "Now. ", "Emit. "]) for _ in range(24))
+    text = LEAD + batch + "Go. " * 40
+    hit = stream(text, "reasoning", sizes=(4, 1))
+    assert hit is not None and hit.prune_offset == len(LEAD)

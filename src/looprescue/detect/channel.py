@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 from looprescue.config import DetectorConfig
@@ -152,6 +153,8 @@ class ChannelDetector:
             hit = self._paragraph.at_checkpoint(win, cp)
         if hit is None:
             hit = self._periodic.at_checkpoint(win, cp, self._segmenter)
+            if hit is not None:
+                hit = self._batch_start(hit)
         if hit is None and self._overrun.active:
             hit = self._overrun.at_checkpoint(win, cp, final)
         if hit is None and self._parrot.active:
@@ -159,6 +162,19 @@ class ChannelDetector:
         return (
             extend_over_near_copies(win, hit, self._segmenter.fenced) if hit is not None else None
         )
+
+    def _batch_start(self, hit: Hit) -> Hit:
+        """A periodic loop of short phrases or lines that settled out of a reshuffled batch of
+        them (``OK. Go. OK. OK. Go. Now. Go. Now. Go. Now.``) began where the batch did: the
+        cut moves there and keeps none of it, as the pool's and the lines' own cuts do. Their
+        runs are held back by the watermark from their start, so the cut stays honest."""
+        earliest = hit.loop_start
+        for onset in (self._pool.batch_onset(), self._lines.batch_onset()):
+            if onset is not None and onset < earliest:
+                earliest = onset
+        if earliest == hit.loop_start:
+            return hit
+        return replace(hit, loop_start=earliest, prune_offset=earliest)
 
     def safe_offset(self) -> int:
         """Chars of this channel that no future hit can prune (a proxy may release them)."""

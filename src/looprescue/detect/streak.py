@@ -133,6 +133,10 @@ class UnitRun:
         best = sum(heapq.nlargest(self._max_members, counts.values()))
         return best >= self._coverage * len(self._units)
 
+    def recurring(self) -> set[str]:
+        """The keys that occur twice or more in the run."""
+        return {key for key, n in self._counts.items() if n >= 2}
+
     def hold_from(self) -> int | None:
         """Start of the earliest unit a future onset could be, or None when there is none."""
         return self._units[0][1] if self._units else None

@@ -74,6 +74,11 @@ class LinesRule:
                 return self._hit(onset, end, members)
         return None
 
+    def batch_onset(self) -> int | None:
+        """Where the batch of short lines the text now ends in first appeared (see
+        ``PoolRule.batch_onset``)."""
+        return self._run.onset(self._run.recurring())
+
     def _add(self, line: str, start: int) -> None:
         self._window.append((line, start))
         n = self._counts.get(line, 0) + 1

@@ -26,6 +26,7 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.shape import text_width
 from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
 
@@ -53,9 +54,15 @@ LONG_MEMORY: Final = 64
 PHRASES_REMEMBERED: Final = 256
 
 
+# The narrowest phrase a pool is made of: one CJK char and its full stop (``好。``, 3 wide).
+NARROWEST_PHRASE: Final = 3
+
+
 def pool_horizon(cfg: DetectorConfig) -> int:
-    """Sentences of the current run kept (and held back) while a pool may still form."""
-    return HORIZON_WINDOWS * cfg.poolWindow
+    """Sentences of the current run kept (and held back) while a pool may still form: a
+    window or two past the start, and enough of the narrowest phrases to fill
+    ``poolMinChars`` (a pool of ``好。/输出。`` written without spaces needs a hundred)."""
+    return HORIZON_WINDOWS * cfg.poolWindow + cfg.poolMinChars // NARROWEST_PHRASE
 
 
 class PoolRule:
@@ -77,7 +84,16 @@ class PoolRule:
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
-        self._phrase_of: dict[str, str] = {}  # sentence -> normalize_phrase(sentence)
+        # sentence -> (normalize_phrase(sentence), its CJK chars)
+        self._phrase_of: dict[str, tuple[str, int]] = {}
+        # The CJK chars of the sentences so far, at each recent sentence start: poolMinChars
+        # is a width (a CJK char counted as two, ``shape.text_width``), as the detector's
+        # other bounds are, so a pool of Chinese phrases fires after as much text as an
+        # English one.
+        self._width = 0
+        self._width_at: dict[int, int] = {}
+        self._width_order: deque[int] = deque()
+        self._width_keep = pool_horizon(cfg) + cfg.poolWindow
 
     def _dec(self, phrase: str) -> None:
         n = self._counts[phrase] - 1
@@ -91,16 +107,34 @@ class PoolRule:
         elif n >= 2:
             self._covered -= 1
 
+    def _note_width(self, start: int, wide: int) -> None:
+        """Note a sentence from ``start`` with ``wide`` CJK chars (counted once more)."""
+        self._width_at[start] = self._width
+        self._width_order.append(start)
+        if len(self._width_order) > self._width_keep:
+            del self._width_at[self._width_order.popleft()]
+        self._width += wide
+
+    def _wide(self, onset: int, end: int) -> int:
+        """The width of the text from a recent sentence start ``onset`` to ``end``."""
+        at = self._width_at.get(onset)
+        return end - onset + (0 if at is None else self._width - at)
+
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
         if sentence is LONG_SENTENCE:
             phrase = ""
+            self._note_width(start, 0)
         else:
             known = self._phrase_of.get(sentence)
             if known is None:
                 if len(self._phrase_of) >= PHRASES_REMEMBERED:
                     self._phrase_of.clear()
-                known = self._phrase_of[sentence] = normalize_phrase(sentence)
-            phrase = known
+                known = self._phrase_of[sentence] = (
+                    normalize_phrase(sentence),
+                    text_width(sentence) - len(sentence),
+                )
+            phrase = known[0]
+            self._note_width(start, known[1])
         if sentence is LONG_SENTENCE or len(phrase) > self._max_chars:
             key = None
             self._run.add(None, start, barrier=not self._seen_long(phrase))
@@ -138,15 +172,26 @@ class PoolRule:
                 earliest = held
             if streak is not None and streak < earliest:
                 earliest = streak
-            if end - earliest < self._min_chars:
+            if (
+                2 * (end - earliest) < self._min_chars
+                or self._wide(earliest, end) < self._min_chars
+            ):
                 return None
             members = {p for p, n in self._counts.items() if n >= 2}
-            onset = self._run.onset(members)
+            # The batch's onset: a phrase that recurs in the run belongs to the batch even when
+            # its copies have left the window (a rare phrase of a skewed pool opens it).
+            onset = self._run.onset(members | self._run.recurring())
             if onset is None:
                 onset = self._repeats.start  # a pool of longer phrases: cut at its repeats
-            if onset is not None and end - onset >= self._min_chars:
+            if onset is not None and self._wide(onset, end) >= self._min_chars:
                 return self._hit(onset, end, members)
         return None
+
+    def batch_onset(self) -> int | None:
+        """Where the batch of short phrases the text now ends in first appeared (None when
+        there is none): a periodic loop of such phrases that took over from a reshuffled
+        batch of them began there, and keeps none of it."""
+        return self._run.onset(self._run.recurring())
 
     def _seen_long(self, phrase: str) -> bool:
         """Whether a long sentence repeats a recent one (remembering it either way)."""
