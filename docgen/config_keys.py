@@ -10,6 +10,9 @@ SECTIONS = {
     " ([docs/detector.md](docs/detector.md)).",
     "doctor": "Thresholds of the detour signals of `doctor` and `report`"
     " ([docs/doctor.md](docs/doctor.md)).",
+    "toolGuard": "The tool-loop guard: the same tool call with the same result, request after"
+    " request, steered and then stopped by the proxy, `wrap()` and the LiteLLM callback"
+    " ([docs/rescue.md](docs/rescue.md#tool-loop-guard)).",
     "proxy": "`looprescue proxy` (its flags override these) ([docs/rescue.md](docs/rescue.md)).",
 }
 
@@ -123,6 +126,24 @@ MEANINGS = {
     "doctor.maxTrackedTools": "Entries of the per-tool tables (open calls, runs, failures,"
     " cycles): the state stays bounded.",
     "doctor.maxEvidence": "Evidence seqs kept per signal (its metric still counts them all).",
+    # -- tool-loop guard
+    "toolGuard.enabled": "Judge the tool calls of every request's history before it goes"
+    " upstream (in `observe` mode a loop is only recorded).",
+    "toolGuard.repeatCalls": "The same call (tool and arguments) with the same result this many"
+    " times in a row is a loop.",
+    "toolGuard.cycleRepeats": "A sequence of 2 to `cycleMaxWidth` calls with the same results"
+    " repeated this many times in a row is a loop.",
+    "toolGuard.cycleMaxWidth": "Longest sequence of calls a cycle is looked for in.",
+    "toolGuard.failedCalls": "The same call failing with the same error this many times since"
+    " it last succeeded is a loop.",
+    "toolGuard.steer": "At a loop, add a short note to the request before it goes upstream,"
+    " naming the repeated call (the client's history never holds it).",
+    "toolGuard.stop": "When the loop goes on, answer without calling the upstream: a normal"
+    " assistant message saying what happened, and `looprescue-outcome: tool-loop-stopped`.",
+    "toolGuard.steerRequests": "Loop calls past the threshold that are steered before the"
+    " stop (with `steer` and `stop` on).",
+    "toolGuard.exempt": 'Tool-name globs never counted as a loop, e.g. `["*_status",'
+    ' "BashOutput"]` for tools an agent polls.',
     # -- proxy
     "proxy.upstream": "Base URL of the model API; request paths are appended to it"
     " (`--upstream`, required).",

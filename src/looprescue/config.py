@@ -120,6 +120,25 @@ class DoctorConfig(_Strict):
     maxEvidence: int = Field(64, ge=1, le=1_000_000)
 
 
+class ToolGuardConfig(_Strict):
+    """The tool-loop guard: repeated tool calls across requests (docs/rescue.md)."""
+
+    enabled: bool = True
+    # the same call with the same result this many times in a row is a loop
+    repeatCalls: int = Field(5, ge=2, le=100_000)
+    # a sequence of 2..cycleMaxWidth calls, same results, repeated this many times in a row
+    cycleRepeats: int = Field(3, ge=2, le=100_000)
+    cycleMaxWidth: int = Field(5, ge=2, le=20)
+    # the same call failing the same way this many times since it last succeeded
+    failedCalls: int = Field(4, ge=2, le=100_000)
+    steer: bool = True
+    stop: bool = True
+    # loop calls past the threshold that are steered before the guard stops (steer and stop on)
+    steerRequests: int = Field(1, ge=1, le=1000)
+    # tool-name globs never counted as a loop (polling and status tools)
+    exempt: tuple[str, ...] = ()
+
+
 class ProxyConfig(_Strict):
     """Settings of ``looprescue proxy`` (CLI flags override them)."""
 
@@ -175,6 +194,7 @@ class LoopRescueConfig(_Strict):
     holdMaxMs: int | None = Field(800, ge=0, le=3_600_000)
     detector: DetectorConfig = DetectorConfig()
     doctor: DoctorConfig = DoctorConfig()
+    toolGuard: ToolGuardConfig = ToolGuardConfig()
     proxy: ProxyConfig = ProxyConfig()
 
 

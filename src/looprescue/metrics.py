@@ -76,6 +76,12 @@ class RescueMetrics:
             "in_band, malformed, timeout).",
             ("protocol", "status"),
         )
+        self.tool_loops = counter(
+            "tool_loops",
+            "Requests whose history ends in a tool loop, by loop kind (repeat, cycle, failure)"
+            " and what the guard did (steer, stop, watch).",
+            ("protocol", "adapter", "kind", "outcome"),
+        )
         self.duration = Histogram(
             "looprescue_request_duration_seconds",
             "Time from a rescued request's start to the end of its response.",
@@ -122,6 +128,10 @@ class RescueMetrics:
         self.duration.labels(protocol).observe(duration_s)
         if first_byte_s is not None:
             self.first_byte.labels(protocol).observe(first_byte_s)
+
+    def tool_loop(self, protocol: str, adapter: str, kind: str, outcome: str) -> None:
+        """Count one request the tool-loop guard judged a loop."""
+        self.tool_loops.labels(protocol, adapter, kind, outcome).inc()
 
 
 _LOCK = threading.Lock()

@@ -9,8 +9,9 @@ Turn it on in LiteLLM's ``config.yaml``::
 ``LOOPRESCUE_CONFIG`` may name a looprescue YAML config (default: the defaults). The hooks:
 
 * ``async_pre_call_hook``: judges the request (the same rules as the proxy) and starts its
-  engine, whose first request is the client's, sanitized (and nudged when due): LiteLLM sends
-  that one;
+  engine, whose first request is the client's, sanitized (and nudged or steered when due):
+  LiteLLM sends that one; a request the tool-loop guard stops is answered by LiteLLM with the
+  guard's message as a mock response, the provider never called;
 * ``async_post_call_streaming_iterator_hook`` / ``async_post_call_success_hook``: the answer
   LiteLLM got is fed to the exchange as the upstream's response; a continuation after a cut is
   sent through LiteLLM's own router (same model group, keys and fallbacks), and what the client
@@ -217,6 +218,12 @@ class LoopRescue(CustomLogger):
             adapter="litellm",
             off_loop=True,  # the history of a gateway's request may be long
         )
+        if rescue.stopped is not None and rescue.loop is not None:
+            # a tool loop the guard stops: LiteLLM answers with the guard's message itself
+            # (a mock response: 200, streamed or whole as asked, no provider called)
+            data["mock_response"] = self.service.guard.stop_text(rescue.loop, prepared.lang)
+            await self.service.finished(rescue)
+            return data
         if rescue.first.changed:
             data.update(rescue.first.body)  # sanitized history, a stall nudge, retry overrides
         self._pending[call_id] = (rescue, upstream)

@@ -145,6 +145,11 @@ class AnthropicWire(Wire):
             problem = "system: must be a string or a list of blocks"
         return problem
 
+    def tool_history(self, body: Mapping[str, Any]) -> list[Any]:
+        from ..guard.history import anthropic_tool_history
+
+        return anthropic_tool_history(body)
+
     def with_user_text(self, body: Mapping[str, Any], text: str) -> dict[str, Any]:
         """Add ``text`` as a user text block: to the last message when it is a user turn (the
         API expects alternating roles; DSH itself appends reminders after tool results this

@@ -154,6 +154,11 @@ class OpenAIWire(Wire):
     def rescues(self, body: Mapping[str, Any]) -> bool:
         return body.get("n") in (None, 1)
 
+    def tool_history(self, body: Mapping[str, Any]) -> list[Any]:
+        from ..guard.history import openai_tool_history
+
+        return openai_tool_history(body)
+
     def with_user_text(self, body: Mapping[str, Any], text: str) -> dict[str, Any]:
         return {
             **body,

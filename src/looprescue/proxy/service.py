@@ -8,6 +8,10 @@ untouched; :class:`Rejected`: the protocol's 400). :meth:`RescueService.open` bu
 the exchange and the driver of a rescued request and runs the engine's start (history
 sanitization, stall nudge, retry overrides), off the event loop for a large body.
 :meth:`RescueService.finished` counts the outcome.
+
+The tool-loop guard (``looprescue/guard``) judges each prepared request's history here, so
+every adapter applies it: a steered request goes upstream with the guard's note, a stopped one
+is answered by the guard (``Rescue.stopped``) without calling the upstream.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 import anyio
 
 from ..config import LoopRescueConfig
+from ..guard import OUTCOME_HEADER, GuardVerdict, ToolGuard
 from ..metrics import metrics_for
 from ..rescue.conversation import conversation_key, conversation_language
 from ..rescue.engine import RescueEngine, applies_to
@@ -49,6 +54,7 @@ class Prepared:
     body: dict[str, Any]
     key: str  # the conversation
     lang: Lang
+    loop: GuardVerdict | None = None  # the tool loop the history ends in
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ class Rescue:
     # client as it came, or the upstream unreachable
     first_errors: list[str] = field(default_factory=list)
     finished: bool = False
+    loop: GuardVerdict | None = None
+    # the guard's answer to a stopped request (the upstream is not called)
+    stopped: Answer | None = None
 
     async def answer(self, direct: Callable[[bytes], bool] | None = None) -> Answer:
         """Send the first request; the client's answer: the upstream's own HTTP error as it
@@ -95,6 +104,14 @@ class Rescue:
         stream (to be read to its end or closed), or the rescued whole body. Raises
         ``UpstreamError`` when the upstream cannot be reached or breaks before the body.
         ``direct``: the client's immediate write, for the stream (``ExchangeDriver.stream``)."""
+        if self.stopped is not None:
+            return self.stopped
+        answer = await self._answer(direct)
+        if self.loop is not None and answer.status == 200:
+            answer.headers[OUTCOME_HEADER] = self.loop.outcome
+        return answer
+
+    async def _answer(self, direct: Callable[[bytes], bool] | None) -> Answer:
         exchange, driver = self.exchange, self.driver
         try:
             upstream = await driver.send(self.first, self.content)
@@ -136,6 +153,7 @@ class RescueService:
         self.history = history if history is not None else HistoryCache()
         self.detector_factory = detector_factory
         self.metrics = metrics_for(metrics_registry)
+        self.guard = ToolGuard(config)
 
     async def aclose(self) -> None:
         await self.store.aclose()
@@ -179,7 +197,8 @@ class RescueService:
         if not wire.rescues(body):
             return None
         key = conversation_key(headers, body)
-        return Prepared(wire, body, key, conversation_language(body, self.config.language))
+        lang = conversation_language(body, self.config.language)
+        return Prepared(wire, body, key, lang, self.guard.judge(wire, body))
 
     # ------------------------------------------------------------------ building
 
@@ -229,6 +248,12 @@ class RescueService:
                 **(context or {}),
             },
         )
+        loop = prepared.loop
+        if loop is not None:
+            if self.audit is not None:
+                self.audit.write("tool_loop", loop.audit(), driver.context)
+            if loop.rung == "stop":
+                return self._stopped(prepared, engine, exchange, driver, adapter)
         if off_loop if off_loop is not None else len(raw) > START_OFF_LOOP_BYTES:
             step = await anyio.to_thread.run_sync(exchange.start)
 
@@ -237,11 +262,48 @@ class RescueService:
         await driver.carry_out(step)
         first = step.request
         assert first is not None
+        if loop is not None and loop.rung == "steer":
+            body = self.guard.steered(wire, first.body, loop, prepared.lang)
+            first = SendRequest(body, first.attempt, changed=True)
         if first.changed and len(raw) > LARGE_BODY_BYTES:
             content = await anyio.to_thread.run_sync(driver.content_of, first)
         else:
             content = driver.content_of(first)
-        return Rescue(engine, exchange, driver, first, content, adapter)
+        return Rescue(engine, exchange, driver, first, content, adapter, loop=loop)
+
+    def _stopped(
+        self,
+        prepared: Prepared,
+        engine: RescueEngine,
+        exchange: Exchange,
+        driver: ExchangeDriver,
+        adapter: str,
+    ) -> Rescue:
+        """A stopped request: the guard's answer, nothing sent upstream."""
+        loop = prepared.loop
+        assert loop is not None
+        model = prepared.body.get("model")
+        payload = self.guard.stop_answer(
+            prepared.wire,
+            exchange.streaming,
+            model if isinstance(model, str) else "",
+            loop,
+            prepared.lang,
+        )
+        headers = {
+            "content-type": prepared.wire.stream_media_type
+            if exchange.streaming
+            else "application/json",
+            OUTCOME_HEADER: loop.outcome,
+        }
+        if exchange.streaming:
+            answer = Answer(200, headers, chunks=_once(payload))
+        else:
+            answer = Answer(200, headers, payload)
+        first = SendRequest(prepared.body, 0, changed=False)
+        rescue = Rescue(engine, exchange, driver, first, b"", adapter, loop=loop)
+        rescue.stopped = answer
+        return rescue
 
     async def finished(self, rescue: Rescue) -> None:
         """The request is over, however it ended: close its upstream responses and count it
@@ -250,6 +312,10 @@ class RescueService:
         if rescue.finished:
             return
         rescue.finished = True
+        if rescue.loop is not None:
+            self.metrics.tool_loop(
+                rescue.exchange.wire.name, rescue.adapter, rescue.loop.loop.kind, rescue.loop.rung
+            )
         driver = rescue.driver
         duration_s = driver.clock.elapsed_s()
         first_byte_s = driver.first_byte_s
@@ -263,3 +329,7 @@ class RescueService:
             duration_s=duration_s,
             first_byte_s=first_byte_s,
         )
+
+
+async def _once(payload: bytes) -> AsyncIterator[bytes]:
+    yield payload

@@ -93,6 +93,10 @@ class Wire(ABC):
         """False for requests the protocol lets through without rescue."""
         return True
 
+    def tool_history(self, body: Mapping[str, Any]) -> list[Any]:
+        """The history's tool calls paired with their results (``guard/history.py``)."""
+        return []
+
     # ----- request side (rescue.continuation.RequestEditor)
 
     @abstractmethod

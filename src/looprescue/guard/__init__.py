@@ -1,0 +1,76 @@
+"""The tool-loop guard: the same tool call with the same result, request after request.
+
+Every request a rescue adapter (the proxy, ``wrap()``, the LiteLLM callback) takes is judged
+before it goes upstream (:meth:`ToolGuard.judge`): its history's calls, paired with their
+results (``history.py``), go through the doctor's tool-call fold (``judge.py``). A loop is
+steered (a note goes upstream with the request, ``notes.py``), then stopped (the guard answers
+with an assistant message of the request's protocol, ``answer.py``, and the upstream is not
+called). Pure: the adapters' ``RescueService`` does the I/O, the audit and the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import LoopRescueConfig
+from ..rescue.marker import Lang
+from .answer import stop_body
+from .judge import Rung, ToolLoop, find_loop, rung_for
+from .notes import steer_note, stop_message
+
+# the response header that tells a client what the guard did
+OUTCOME_HEADER = "looprescue-outcome"
+OUTCOMES: dict[Rung, str] = {
+    "steer": "tool-loop-steered",
+    "stop": "tool-loop-stopped",
+    "watch": "tool-loop-observed",
+}
+
+__all__ = ["OUTCOMES", "OUTCOME_HEADER", "GuardVerdict", "ToolGuard", "ToolLoop"]
+
+
+@dataclass(frozen=True, slots=True)
+class GuardVerdict:
+    loop: ToolLoop
+    rung: Rung
+
+    @property
+    def outcome(self) -> str:
+        return OUTCOMES[self.rung]
+
+    def audit(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, **self.loop.audit()}
+
+
+class ToolGuard:
+    """Judges requests against ``config.toolGuard``."""
+
+    def __init__(self, config: LoopRescueConfig) -> None:
+        self.config = config.toolGuard
+        self._acting = config.mode != "observe"
+
+    def judge(self, wire: Any, body: Mapping[str, Any]) -> GuardVerdict | None:
+        """The loop the request's history ends in and what to do about it (None: no loop)."""
+        if not self.config.enabled:
+            return None
+        loop = find_loop(wire.tool_history(body), self.config)
+        if loop is None:
+            return None
+        return GuardVerdict(loop, rung_for(loop, self.config, self._acting))
+
+    def steered(
+        self, wire: Any, body: Mapping[str, Any], verdict: GuardVerdict, lang: Lang
+    ) -> dict[str, Any]:
+        """The request with the note added as the last user text (the upstream's copy only)."""
+        return wire.with_user_text(body, steer_note(verdict.loop, lang))  # type: ignore[no-any-return]
+
+    def stop_answer(
+        self, wire: Any, streaming: bool, model: str, verdict: GuardVerdict, lang: Lang
+    ) -> bytes:
+        text = stop_message(verdict.loop, lang, steered=self.config.steer)
+        return stop_body(wire, streaming, model, text)
+
+    def stop_text(self, verdict: GuardVerdict, lang: Lang) -> str:
+        return stop_message(verdict.loop, lang, steered=self.config.steer)
