@@ -294,3 +294,16 @@ def test_the_steer_note_names_the_call_in_the_conversations_language() -> None:
         zh["messages"][-1]["role"] == "user"
         and "结果也没有任何变化" in zh["messages"][-1]["content"]
     )
+
+
+def test_an_openai_user_note_right_after_tool_results_is_no_new_turn() -> None:
+    # DSH sends its repeat-tool reminder as a user message after the tool messages
+    body = openai_body([LS] * 3)
+    body["messages"].append({"role": "user", "content": "You are repeating the same call."})
+    more = openai_body([LS] * 5)["messages"][-4:]
+    body["messages"] += more
+    verdict = ToolGuard(LoopRescueConfig()).judge(OpenAIWire(body), body)
+    assert verdict is not None and (verdict.loop.count, verdict.rung) == (5, "steer")
+    # a user message after the assistant's answer is a person speaking
+    assert openai_body([LS, "Again?"])["messages"][-1]["role"] == "user"
+    assert rungs([LS] * 4 + ["Again?"] + [LS] * 4, PROTOCOLS[1]) == [None] * 9

@@ -96,13 +96,20 @@ def anthropic_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
 
 def openai_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
     """Chat Completions: an assistant message's ``tool_calls``, answered by ``role: tool``
-    messages (``tool_call_id``); a ``role: user`` message is a person speaking."""
+    messages (``tool_call_id``). A ``role: user`` message is a person speaking, unless it
+    follows tool messages directly: that is the harness's note on the results (DSH sends its
+    repeat-tool reminder so), which the Messages API puts in the results' own user message."""
     out: list[HistoryItem] = []
     calls: dict[str, tuple[str, Any]] = {}
+    after_results = False
     for message in body.get("messages") or ():
         if not isinstance(message, Mapping):
             continue
         role = message.get("role")
+        if role == "tool":
+            after_results = True
+        elif role != "user":
+            after_results = False
         if role == "assistant":
             calls = {}
             tool_calls = message.get("tool_calls")
@@ -118,6 +125,6 @@ def openai_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
             if call is not None:
                 text = _block_text(message.get("content"))
                 out.append(ToolStep(call[0], call[1], text, bool(_LOOKS_FAILED.match(text))))
-        elif role == "user":
+        elif role == "user" and not after_results:
             out.append(HUMAN_TURN)
     return out
