@@ -41,13 +41,14 @@ def test_every_loop_found_early_and_no_normal_flagged_on_the_smollm2_corpus(seed
 
 
 def test_short_loop_excerpts_are_continued_as_the_readme_says():
-    records = {r.id: r for r in load_corpus(CORPUS)}
-    short = records["L07_gemini-cli-15593_generating-go-done"]
+    records = {r.id: r for r in load_corpus(CORPUS) + load_corpus(SMOLLM2)}
+    short = records["smollm2-en-list-fruits-t0.8"]  # 484 chars from the onset to the end
+    assert len(short.text) - short.onset < MIN_LOOP_CHARS
     text = short.scored_text()
     assert len(text) - short.onset >= MIN_LOOP_CHARS
     assert text.startswith(short.text)
-    long_enough = records["L05_gemini-cli-4807_completion-summary-cycle"]
-    assert long_enough.scored_text() == long_enough.text  # 1,214 chars: not continued
+    long_enough = records["smollm2-en-explain-tcp-t0"]
+    assert long_enough.scored_text() == long_enough.text  # 6,297 chars from the onset
     normal = records["N03_poe-the-raven_refrain"]
     assert normal.scored_text() == normal.text
 
@@ -55,14 +56,14 @@ def test_short_loop_excerpts_are_continued_as_the_readme_says():
 def test_cli_table_and_exit_code_zero():
     result = _run("eval", str(CORPUS))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "recall on loop: 18/18" in result.stdout
-    assert "false positives on normal: 0/14" in result.stdout
+    assert "recall on loop: 7/7" in result.stdout
+    assert "false positives on normal: 0/10" in result.stdout
 
 
 def test_cli_json_one_object_per_record_then_summary():
     result = _run("eval", str(CORPUS), "--json", "--seed", "7")
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert len(lines) == 35
+    assert len(lines) == 19  # 18 records and the summary
     assert lines[-1]["summary"]["ok"] is True
     first = lines[0]
     assert {"id", "label", "fired", "rule", "consumed", "prune_offset", "delay"} <= first.keys()

@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 from tests.support.scripted_upstream import (
+    CORPUS_PATHS,
     ScriptedResponse,
     ScriptedUpstream,
     corpus_response,
@@ -38,7 +39,8 @@ def upstream(scripted_upstream: ScriptedUpstream) -> ScriptedUpstream:
 
 def corpus_loop(channel: str, preferred: str) -> dict[str, Any]:
     """A corpus loop of ``channel`` the detector finds, with text kept before it."""
-    records = [r for r in load_corpus() if r["label"] == "loop" and r["channel"] == channel]
+    both = load_corpus(CORPUS_PATHS)
+    records = [r for r in both if r["label"] == "loop" and r["channel"] == channel]
     records.sort(key=lambda r: r["id"] != preferred)
     for record in records:
         hit = first_hit(record["text"], channel, CONFIG)
@@ -47,7 +49,7 @@ def corpus_loop(channel: str, preferred: str) -> dict[str, Any]:
     raise AssertionError(f"no {channel} loop in the corpus is found by the detector")
 
 
-TEXT_LOOP = corpus_loop("text", "L19_llm-interactive-proxy_cme-sentence-loop")
+TEXT_LOOP = corpus_loop("text", "smollm2-en-explain-tcp-t0")
 REASONING_LOOP = corpus_loop("reasoning", "mrwei-bleed-27953")
 
 
@@ -328,7 +330,7 @@ def test_removed_chars_are_audited_and_observe_mode_only_records_them(
 
 def test_the_continuation_carries_the_sanitized_history(upstream: ScriptedUpstream) -> None:
     messages = openai_history()
-    loop = corpus_loop("text", "L05_gemini-cli-4807_completion-summary-cycle")
+    loop = corpus_loop("text", "smollm2-zh-explain-ai-t0")
     upstream.enqueue(corpus_response(loop), CONTINUATION)
     with serve(upstream) as proxy:
         client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="k", max_retries=0)

@@ -98,7 +98,7 @@ def test_dsh_turn_through_the_proxy_keeps_the_loop_out_of_the_session(
 def test_dsh_turn_with_a_looping_answer_text(dsh_runtime: Any, tmp_path: Path) -> None:
     """A loop in the visible text: the thinking before it stays signed, the kept text and the
     continuation arrive as separate blocks, and DSH completes the turn."""
-    record = corpus_record("L19_llm-interactive-proxy_cme-sentence-loop")
+    record = corpus_record("smollm2-en-explain-tcp-t0")
     (hit,) = scan_text(record["text"], "text")
     home, project = tmp_path / ".dsh", tmp_path / "proj"
     with ScriptedUpstream() as upstream:
@@ -121,8 +121,8 @@ def test_dsh_turn_with_a_looping_answer_text(dsh_runtime: Any, tmp_path: Path) -
     assert blocks[3]["text"] == ANSWER
     replay = message["data"]["message"]["source"]["replayState"]["blocks"]
     assert replay[0].get("signature") and replay[2].get("signature")
-    # the repeated paragraph (also the answer's opening) is kept once more, its first copy as a
-    # loop, and never again in what DSH replays
+    # the repeated paragraph is kept once more (its first copy as a loop) than the text before
+    # the loop holds it, and never again in what DSH replays
     unit = record["text"][hit.loop_start : hit.prune_offset]
     before_loop = record["text"][: hit.loop_start].count(unit)
     assert "".join(b.get("text", "") for b in blocks).count(unit) == before_loop + 1

@@ -9,10 +9,11 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.paths import CORPUS
+from tests.paths import CORPUS, SMOLLM2
 
 from looprescue.config import NULL, LoopRescueConfig, load_config
 from looprescue.detect import scan_text
@@ -57,14 +58,18 @@ REQUEST = {
 }
 
 
+# an answer that re-emits its opening paragraph from char 838 on
+PARAGRAPH_LOOP = "smollm2-en-explain-tcp-t0"
+
+
 @cache
-def corpus() -> tuple[dict[str, Any], ...]:
-    with CORPUS.open(encoding="utf-8") as handle:
+def corpus(path: Path = CORPUS) -> tuple[dict[str, Any], ...]:
+    with path.open(encoding="utf-8") as handle:
         return tuple(json.loads(line) for line in handle if line.strip())
 
 
 def record(record_id: str) -> dict[str, Any]:
-    return next(r for r in corpus() if r["id"] == record_id)
+    return next(r for r in corpus() + corpus(SMOLLM2) if r["id"] == record_id)
 
 
 def detected_loops() -> list[dict[str, Any]]:
@@ -234,7 +239,7 @@ def test_healthy_corpus_text_passes_unchanged(rec: dict[str, Any]) -> None:
 
 def test_text_is_released_as_soon_as_the_detector_clears_it() -> None:
     """Plain prose is not held back: after each delta, nearly everything fed is out."""
-    prose = record("N01_llm-interactive-proxy_cme-answer-no-loop")["text"]
+    prose = record("smollm2-en-explain-tcp-t0.8")["text"]
     engine = engine_for()
     engine.feed(MessageStarted("m", "x"))
     engine.feed(BlockStarted(0, "text"))
@@ -306,7 +311,7 @@ def test_continuation_streams_into_new_client_blocks_with_one_finish() -> None:
 
 
 def test_resume_request_is_the_original_plus_kept_work_and_a_correction() -> None:
-    rec = record("L19_llm-interactive-proxy_cme-sentence-loop")
+    rec = record(PARAGRAPH_LOOP)
     (hit,) = scan_text(rec["text"], "text")
     engine = engine_for()
     result = run(engine, Script(reasoning="Plan: answer.", text=rec["text"]).events(), [])
@@ -357,7 +362,7 @@ def test_observe_mode_passes_everything_and_records_the_detection() -> None:
 
 
 def test_marker_off_and_all_loop_block_never_opens_an_empty_block() -> None:
-    loop = record("L11_sglang-12824_bos-token-loop")["text"]
+    loop = record("smollm2-zh-list-interview-40-t0")["text"]
     (hit,) = scan_text(loop, "reasoning")
     assert hit.prune_offset > 0
     engine = engine_for(load_config(None, {"marker": False, "mode": "cut"}))
@@ -506,7 +511,7 @@ def test_stall_streak_counts_reasoning_only_responses() -> None:
 
 def test_loop_while_a_tool_call_is_open_is_pruned_at_the_end_not_cut() -> None:
     """OpenAI-style interleaving: a tool call is streaming while the text loops."""
-    loop = record("L19_llm-interactive-proxy_cme-sentence-loop")["text"]
+    loop = record(PARAGRAPH_LOOP)["text"]
     (hit,) = scan_text(loop, "text")
     engine = engine_for()
     events: list[Any] = [
@@ -533,7 +538,7 @@ def test_loop_while_a_tool_call_is_open_is_pruned_at_the_end_not_cut() -> None:
 
 
 def test_loop_after_a_finished_tool_call_cuts_and_finishes_with_tool_use() -> None:
-    loop = record("L19_llm-interactive-proxy_cme-sentence-loop")["text"]
+    loop = record(PARAGRAPH_LOOP)["text"]
     engine = engine_for()
     events: list[Any] = [
         MessageStarted("m", "x"),

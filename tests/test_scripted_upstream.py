@@ -341,8 +341,8 @@ def test_sent_text_collects_every_string_and_can_skip_dsh_extensions(scripted_up
 
 
 def test_corpus_loop_streams_in_its_channel(scripted_upstream):
-    record = corpus_record("L15_qwen3-omni-4_b-char-loop-in-think")
-    text_record = corpus_record("L07_gemini-cli-15593_generating-go-done")
+    record = corpus_record("mrwei-bleed-27953")
+    text_record = corpus_record("smollm2-en-list-names-t0.8")
     scripted_upstream.enqueue(
         corpus_response(record, answer="Final."), corpus_response(text_record, thinking="Hm.")
     )

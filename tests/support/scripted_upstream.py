@@ -43,7 +43,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CORPUS_PATH = REPO_ROOT.parent / "shared" / "corpus" / "dev.jsonl"
+# The labelled corpora the repository ships: real loops and hard negatives collected from
+# public sources, then the answers of a small real model (corpus/README.md).
+CORPUS_PATHS = (REPO_ROOT / "corpus" / "dev.jsonl", REPO_ROOT / "corpus" / "smollm2.jsonl")
 
 # Body fields DSH adds to native requests (FORMAT.md §10.4); not part of the conversation.
 DSH_EXTENSION_FIELDS = ("dsh_session_log", "dsh_plugin_packages")
@@ -230,16 +232,21 @@ def purpose_is(purpose: str) -> Callable[[RecordedRequest], bool]:
 # --------------------------------------------------------------------------- corpus helpers
 
 
-def load_corpus(path: Path = CORPUS_PATH) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def load_corpus(paths: Sequence[Path] = CORPUS_PATHS[:1]) -> list[dict[str, Any]]:
+    """The records of ``paths`` in file order; by default the collected corpus alone."""
+    records: list[dict[str, Any]] = []
+    for path in paths:
+        with path.open(encoding="utf-8") as handle:
+            records += [json.loads(line) for line in handle if line.strip()]
+    return records
 
 
-def corpus_record(record_id: str, path: Path = CORPUS_PATH) -> dict[str, Any]:
-    for record in load_corpus(path):
+def corpus_record(record_id: str, paths: Sequence[Path] = CORPUS_PATHS) -> dict[str, Any]:
+    """One record by id, from either corpus."""
+    for record in load_corpus(paths):
         if record["id"] == record_id:
             return record
-    raise KeyError(f"{path}: no record with id {record_id!r}")
+    raise KeyError(f"{', '.join(map(str, paths))}: no record with id {record_id!r}")
 
 
 def corpus_response(

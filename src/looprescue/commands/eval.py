@@ -47,7 +47,7 @@ def eval_command(
 
     \b
     Example:
-      looprescue eval ../shared/corpus/dev.jsonl --seed 1
+      looprescue eval corpus/dev.jsonl --seed 1
 
     Exit code 1 when a record is misjudged or a cut keeps, or a client saw, loop text
     beyond one copy (past the alignment slack), 2 when the corpus or the config cannot be
