@@ -17,7 +17,7 @@ from typing import Any
 from ..config import LoopRescueConfig
 from ..rescue.marker import Lang
 from .answer import stop_body
-from .judge import Rung, ToolLoop, find_loop, rung_for
+from .judge import DigestCache, Rung, ToolLoop, find_loop, rung_for
 from .notes import steer_note, stop_message
 
 # the response header that tells a client what the guard did
@@ -50,12 +50,13 @@ class ToolGuard:
     def __init__(self, config: LoopRescueConfig) -> None:
         self.config = config.toolGuard
         self._acting = config.mode != "observe"
+        self._cache = DigestCache()
 
     def judge(self, wire: Any, body: Mapping[str, Any]) -> GuardVerdict | None:
         """The loop the request's history ends in and what to do about it (None: no loop)."""
         if not self.config.enabled:
             return None
-        loop = find_loop(wire.tool_history(body), self.config)
+        loop = find_loop(wire.tool_history(body), self.config, self._cache)
         if loop is None:
             return None
         return GuardVerdict(loop, rung_for(loop, self.config, self._acting))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -24,6 +24,7 @@ class ToolStep:
     arguments: Any  # a JSON string or a decoded value, as the protocol carries it
     result: str
     failed: bool
+    call_id: str = field(default="", compare=False)  # the protocol's id of the call
 
 
 class _HumanTurn:
@@ -88,7 +89,8 @@ def anthropic_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
                 call = calls.pop(str(block.get("tool_use_id")), None)
                 if call is not None:
                     text = _block_text(block.get("content"))
-                    out.append(ToolStep(call[0], call[1], text, block.get("is_error") is True))
+                    failed = block.get("is_error") is True
+                    out.append(ToolStep(call[0], call[1], text, failed, block["tool_use_id"]))
             if not answered:
                 out.append(HUMAN_TURN)
     return out
@@ -121,10 +123,12 @@ def openai_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
                 if isinstance(call_id, str) and isinstance(name, str):
                     calls[call_id] = (name, function.get("arguments"))
         elif role == "tool":
-            call = calls.pop(str(message.get("tool_call_id")), None)
+            call_id = str(message.get("tool_call_id"))
+            call = calls.pop(call_id, None)
             if call is not None:
                 text = _block_text(message.get("content"))
-                out.append(ToolStep(call[0], call[1], text, bool(_LOOKS_FAILED.match(text))))
+                failed = bool(_LOOKS_FAILED.match(text))
+                out.append(ToolStep(call[0], call[1], text, failed, call_id))
         elif role == "user" and not after_results:
             out.append(HUMAN_TURN)
     return out

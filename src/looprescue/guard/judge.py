@@ -15,6 +15,8 @@ recorded: ``observe`` mode, or both rungs off).
 from __future__ import annotations
 
 import fnmatch
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -69,14 +71,47 @@ def shown_call(step: ToolStep) -> str:
     return f"{tool_name(step.name)} {arguments}"
 
 
-def _completed(position: int, step: ToolStep) -> CompletedCall:
+class DigestCache:
+    """The digests of calls already judged, by call id: a conversation's next request carries
+    the same calls again, and normalising a result costs far more than hashing it. Bounded
+    (least recently used dropped first) and safe to share between threads."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self._size = size
+        self._digests: OrderedDict[tuple[object, ...], tuple[bytes, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def digests(self, step: ToolStep) -> tuple[bytes, bytes]:
+        """(arguments digest, result digest) of a call."""
+        if not step.call_id:
+            return _digests(step)
+        key = (step.call_id, step.name, step.failed, hash(step.result))
+        with self._lock:
+            found = self._digests.get(key)
+            if found is not None:
+                self._digests.move_to_end(key)
+                return found
+        found = _digests(step)
+        with self._lock:
+            self._digests[key] = found
+            while len(self._digests) > self._size:
+                self._digests.popitem(last=False)
+        return found
+
+
+def _digests(step: ToolStep) -> tuple[bytes, bytes]:
+    return arguments_key(step.arguments), result_digest(step.failed, None, step.result)
+
+
+def _completed(position: int, step: ToolStep, cache: DigestCache | None) -> CompletedCall:
+    args, result = cache.digests(step) if cache is not None else _digests(step)
     return CompletedCall(
         call_seq=position,
         turn=None,
         name=tool_name(step.name),
-        args_digest=arguments_key(step.arguments),
+        args_digest=args,
         result_seq=position,
-        result_key=result_digest(step.failed, None, step.result),
+        result_key=result,
         failed=step.failed,
     )
 
@@ -92,7 +127,9 @@ class _Exempt:
         )
 
 
-def find_loop(history: Sequence[object], config: ToolGuardConfig) -> ToolLoop | None:
+def find_loop(
+    history: Sequence[object], config: ToolGuardConfig, cache: DigestCache | None = None
+) -> ToolLoop | None:
     """The loop the history ends in, if any (the strongest: furthest past its threshold)."""
     if not history or not isinstance(history[-1], ToolStep):
         return None  # no call yet, or a person spoke last: a new turn is no loop
@@ -111,7 +148,7 @@ def find_loop(history: Sequence[object], config: ToolGuardConfig) -> ToolLoop | 
             continue
         assert isinstance(item, ToolStep)
         steps[position] = item
-        last_failure = fold.on_call(_completed(position, item)).failure
+        last_failure = fold.on_call(_completed(position, item, cache)).failure
     exempt = _Exempt(config.exempt)
     found = [
         loop

@@ -54,7 +54,6 @@ class Prepared:
     body: dict[str, Any]
     key: str  # the conversation
     lang: Lang
-    loop: GuardVerdict | None = None  # the tool loop the history ends in
 
 
 @dataclass(frozen=True)
@@ -198,7 +197,7 @@ class RescueService:
             return None
         key = conversation_key(headers, body)
         lang = conversation_language(body, self.config.language)
-        return Prepared(wire, body, key, lang, self.guard.judge(wire, body))
+        return Prepared(wire, body, key, lang)
 
     # ------------------------------------------------------------------ building
 
@@ -248,17 +247,25 @@ class RescueService:
                 **(context or {}),
             },
         )
-        loop = prepared.loop
-        if loop is not None:
-            if self.audit is not None:
-                self.audit.write("tool_loop", loop.audit(), driver.context)
-            if loop.rung == "stop":
-                return self._stopped(prepared, engine, exchange, driver, adapter)
-        if off_loop if off_loop is not None else len(raw) > START_OFF_LOOP_BYTES:
-            step = await anyio.to_thread.run_sync(exchange.start)
+        guard = self.guard
 
+        def judge_and_start() -> tuple[GuardVerdict | None, Any]:
+            # the tool-loop guard reads every call of the history; a stopped request is
+            # never started (nothing goes upstream)
+            loop = guard.judge(wire, body)
+            if loop is not None and loop.rung == "stop":
+                return loop, None
+            return loop, exchange.start()
+
+        if off_loop if off_loop is not None else len(raw) > START_OFF_LOOP_BYTES:
+            loop, step = await anyio.to_thread.run_sync(judge_and_start)
         else:
-            step = exchange.start()
+            loop, step = judge_and_start()
+        if loop is not None and self.audit is not None:
+            self.audit.write("tool_loop", loop.audit(), driver.context)
+        if step is None:
+            assert loop is not None
+            return self._stopped(prepared, loop, engine, exchange, driver, adapter)
         await driver.carry_out(step)
         first = step.request
         assert first is not None
@@ -274,14 +281,13 @@ class RescueService:
     def _stopped(
         self,
         prepared: Prepared,
+        loop: GuardVerdict,
         engine: RescueEngine,
         exchange: Exchange,
         driver: ExchangeDriver,
         adapter: str,
     ) -> Rescue:
         """A stopped request: the guard's answer, nothing sent upstream."""
-        loop = prepared.loop
-        assert loop is not None
         model = prepared.body.get("model")
         payload = self.guard.stop_answer(
             prepared.wire,
