@@ -35,6 +35,7 @@ from looprescue.rescue.events import (
     BlockStarted,
     EmitError,
     MessageStarted,
+    Opaque,
     Ping,
     ReasoningDelta,
     UpstreamFailed,
@@ -109,7 +110,9 @@ def test_anthropic_decoder_rejects_mismatched_event_names_and_bad_json() -> None
     assert "SSE event #1 (ping)" in mismatch.message
     (garbage,) = decoder.decode(sse_events(b"data: {nope\n\n")[0])
     assert garbage.kind == "malformed" and "invalid JSON" in garbage.message
-    assert decoder.decode(sse_events(b'data: {"type":"future_event"}\n\n')[0]) == []
+    # an event type the engine does not know is passed on as it came
+    future = decoder.decode(sse_events(b'data: {"type":"future_event"}\n\n')[0])
+    assert future == [Opaque(None, {"type": "future_event"})]
     assert decoder.decode(sse_events(b'data: {"type":"ping"}\n\n')[0]) == [Ping()]
     (error,) = decoder.decode(
         sse_events(

@@ -15,6 +15,7 @@ from looprescue.proxy.openai import OpenAIDecoder
 from looprescue.proxy.sse import SSEEvent
 from looprescue.rescue.events import (
     BlockStarted,
+    Opaque,
     ReasoningDelta,
     SignatureDelta,
     TextDelta,
@@ -105,7 +106,9 @@ def test_each_delta_type_becomes_its_event() -> None:
         typed = decode_anthropic_block_delta(frame(delta))  # the common shapes decode typed
         assert typed.index == 2 and typed.delta.__struct_config__.tag == delta["type"]
     unknown = frame({"type": "citations_delta", "citation": {}})
-    assert decode(SSEEvent("content_block_delta", unknown, None, 1)) == []
+    # a delta type the engine does not model is passed on as it came
+    passed = decode(SSEEvent("content_block_delta", unknown, None, 1))
+    assert passed == [Opaque(2, {"type": "citations_delta", "citation": {}})]
 
 
 # --------------------------------------------------------------------------- OpenAI chunks

@@ -117,7 +117,9 @@ class ScriptedResponse:
       ``overloaded_error`` default) and end the stream;
     * ``inject_after=N`` + ``inject``: after N events send the raw bytes ``inject`` (say, a
       malformed event), then go on with the rest of the stream;
-    * ``raw_body``: non-streaming, send these bytes as the 200 response body.
+    * ``raw_body``: non-streaming, send these bytes as the 200 response body;
+    * ``raw_frames``: streaming, send these byte strings (one write each) as the whole body
+      (a stream of any shape, the upstream's exact bytes).
 
     ``match`` (a predicate on :class:`RecordedRequest`) limits which requests may consume this
     response; None accepts any request that is not a title side request.
@@ -142,6 +144,7 @@ class ScriptedResponse:
     inject_after: int | None = None
     inject: bytes = b""
     raw_body: bytes | None = None
+    raw_frames: Sequence[bytes] | None = None
     stop_reason: str | None = None
     signature: str | None = ""
     input_tokens: int = 176
@@ -997,7 +1000,10 @@ class _ScriptedReply(Response):
     async def _stream(self, send: Send, disconnected: asyncio.Event) -> None:
         response = self.response
         number = self.recorded.index
-        if self.recorded.protocol == "anthropic":
+        if response.raw_frames is not None:
+            frames = [_Frame(data, True) for data in response.raw_frames]
+            error_frame = _Frame(b"", False)
+        elif self.recorded.protocol == "anthropic":
             frames = anthropic_stream_frames(response, self._model(), number)
             error_frame = _sse(
                 "error",

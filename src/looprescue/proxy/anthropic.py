@@ -26,11 +26,14 @@ from ..rescue.events import (
     EmitFinish,
     EmitMarker,
     EmitMessageStart,
+    EmitOpaque,
     EmitPing,
     EmitSignature,
     EngineOutput,
+    FinishReported,
     MessageEnded,
     MessageStarted,
+    Opaque,
     Ping,
     ReasoningDelta,
     SignatureDelta,
@@ -81,6 +84,11 @@ _STOP_WORDS: dict[str, str] = {
 ERROR_TYPE = "api_error"
 
 
+_USAGE_COUNTS = frozenset(
+    {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+)
+
+
 def usage_from(data: Any) -> Usage:
     if not isinstance(data, Mapping):
         return Usage()
@@ -89,11 +97,12 @@ def usage_from(data: Any) -> Usage:
         output_tokens=count(data.get("output_tokens")),
         cache_read_tokens=count(data.get("cache_read_input_tokens")),
         cache_write_tokens=count(data.get("cache_creation_input_tokens")),
+        extra={k: v for k, v in data.items() if k not in _USAGE_COUNTS and v is not None},
     )
 
 
-def usage_to(usage: Usage) -> dict[str, int]:
-    out: dict[str, int] = {}
+def usage_to(usage: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = dict(usage.extra)
     if usage.input_tokens is not None:
         out["input_tokens"] = usage.input_tokens
     if usage.cache_write_tokens is not None:
@@ -203,7 +212,12 @@ class AnthropicWire(Wire):
 
 
 class AnthropicDecoder:
-    """Upstream SSE events -> engine events. Errors become :class:`UpstreamFailed`."""
+    """Upstream SSE events -> engine events. Errors become :class:`UpstreamFailed`; what the
+    engine does not model (an event, a block or a delta of another type) becomes
+    :class:`Opaque`, passed on as it came."""
+
+    def __init__(self) -> None:
+        self._opaque: set[int] = set()  # blocks of a type the engine does not model
 
     def decode(self, sse: SSEEvent) -> list[UpstreamEvent]:
         if sse.event == "content_block_delta":
@@ -214,7 +228,8 @@ class AnthropicDecoder:
             except FrameMismatch:
                 pass
             else:
-                return _typed_block_delta(frame)
+                if not self._opaque or frame.index not in self._opaque:
+                    return _typed_block_delta(frame)
         try:
             data = jsonfast.loads(sse.data)
         except ValueError as err:
@@ -235,7 +250,11 @@ class AnthropicDecoder:
 
     def _decode(self, kind: str, data: dict[str, Any]) -> list[UpstreamEvent]:
         if kind == "content_block_delta":
-            return _block_delta(index_of(data), obj(data, "delta"))
+            index = index_of(data)
+            delta = obj(data, "delta")
+            if index in self._opaque:
+                return [Opaque(index, delta)]
+            return _block_delta(index, delta)
         if kind == "message_start":
             message = obj(data, "message")
             meta = {k: v for k, v in message.items() if k not in ("content", "usage")}
@@ -248,14 +267,21 @@ class AnthropicDecoder:
                 )
             ]
         if kind == "content_block_start":
-            return _block_start(index_of(data), obj(data, "content_block"))
+            return _block_start(index_of(data), obj(data, "content_block"), self._opaque)
         if kind == "content_block_stop":
             return [BlockStopped(index_of(data))]
         if kind == "message_delta":
             out: list[UpstreamEvent] = []
             delta = obj(data, "delta", required=False)
             if delta.get("stop_reason") is not None:
-                out.append(finish_from(_STOP_REASONS, delta["stop_reason"]))
+                finish = finish_from(_STOP_REASONS, delta["stop_reason"])
+                extra: dict[str, Any] = {
+                    k: v for k, v in data.items() if k not in ("type", "delta", "usage")
+                }
+                rest = {k: v for k, v in delta.items() if k != "stop_reason"}
+                if rest:
+                    extra["delta"] = rest
+                out.append(FinishReported(finish.reason, finish.raw, extra))
             if data.get("usage") is not None:
                 out.append(UsageReported(usage_from(obj(data, "usage"))))
             return out
@@ -274,30 +300,46 @@ class AnthropicDecoder:
                     error_type=kind_of if isinstance(kind_of, str) else None,
                 )
             ]
-        return []  # unknown event types are ignored, as DSH does
+        return [Opaque(None, data)]  # an event type the engine does not know: passed on
 
 
-def _block_start(index: int, block: Mapping[str, Any]) -> list[UpstreamEvent]:
+# the fields of each block type the engine models; the others are passed on as they came
+_MODELED = {
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "text": frozenset({"type", "text"}),
+    "tool_use": frozenset({"type", "id", "name", "input"}),
+}
+
+
+def _block_start(
+    index: int, block: Mapping[str, Any], opaque: set[int] | None = None
+) -> list[UpstreamEvent]:
+    """The events of a block's start; a block of a type the engine does not model is opaque
+    (its index goes into ``opaque``, so its deltas are passed on too)."""
     block_type = block.get("type")
+    modeled = _MODELED.get(block_type) if isinstance(block_type, str) else None
+    if modeled is None:
+        if opaque is not None:
+            opaque.add(index)
+        return [BlockStarted(index, "opaque", extra=block)]
+    extra = {k: v for k, v in block.items() if k not in modeled}
     if block_type == "thinking":
-        out: list[UpstreamEvent] = [BlockStarted(index, "reasoning")]
+        out: list[UpstreamEvent] = [BlockStarted(index, "reasoning", extra=extra)]
         if thinking := string(block, "thinking", required=False):
             out.append(ReasoningDelta(index, thinking))
         if signature := string(block, "signature", required=False):
             out.append(SignatureDelta(index, signature))
         return out
     if block_type == "text":
-        out = [BlockStarted(index, "text")]
+        out = [BlockStarted(index, "text", extra=extra)]
         if text := string(block, "text", required=False):
             out.append(TextDelta(index, text))
         return out
-    if block_type == "tool_use":
-        out = [BlockStarted(index, "tool_call", string(block, "id"), string(block, "name"))]
-        initial = block.get("input")
-        if initial:
-            out.append(ToolArgsDelta(index, json.dumps(initial, ensure_ascii=False)))
-        return out
-    raise Malformed(f"unsupported content block type {block_type!r}")
+    out = [BlockStarted(index, "tool_call", string(block, "id"), string(block, "name"), extra)]
+    initial = block.get("input")
+    if initial:
+        out.append(ToolArgsDelta(index, json.dumps(initial, ensure_ascii=False)))
+    return out
 
 
 def _typed_block_delta(frame: AnthropicBlockDelta) -> list[UpstreamEvent]:
@@ -323,7 +365,7 @@ def _block_delta(index: int, delta: Mapping[str, Any]) -> list[UpstreamEvent]:
         return [ToolArgsDelta(index, string(delta, "partial_json"))]
     if delta_type == "signature_delta":
         return [SignatureDelta(index, string(delta, "signature"))]
-    return []
+    return [Opaque(index, delta)]  # a citation, or a delta type added later: passed on
 
 
 # --------------------------------------------------------------------------- encoding
@@ -359,16 +401,24 @@ class AnthropicEncoder:
             return _frame({"type": "content_block_delta", "index": item.index, "delta": delta})
         if isinstance(item, EmitBlockStop):
             return _frame({"type": "content_block_stop", "index": item.index})
+        if isinstance(item, EmitOpaque):
+            if item.index is None:
+                return _frame(item.payload)  # a whole event, as it came
+            delta = {"type": "content_block_delta", "index": item.index, "delta": item.payload}
+            return _frame(delta)
         if isinstance(item, EmitPing):
             return _frame({"type": "ping"})
         if isinstance(item, EmitFinish):
+            extra = item.extra
             message_delta = {
                 "type": "message_delta",
+                **extra,
                 "delta": {
                     "stop_reason": finish_word(
                         _STOP_WORDS, item.reason, item.raw_reason, "end_turn"
                     ),
                     "stop_sequence": None,
+                    **extra.get("delta", {}),
                 },
                 "usage": usage_to(item.usage),
             }
@@ -400,11 +450,19 @@ def _delta(item: EmitDelta | EmitMarker) -> dict[str, str]:
 
 
 def _start(item: EmitBlockStart) -> dict[str, Any]:
+    if item.kind == "opaque":
+        return dict(item.extra)
     if item.kind == "reasoning":
-        return {"type": "thinking", "thinking": "", "signature": ""}
-    if item.kind == "text":
-        return {"type": "text", "text": ""}
-    return {"type": "tool_use", "id": item.tool_id or "", "name": item.tool_name or "", "input": {}}
+        block: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
+    elif item.kind == "text":
+        block = {"type": "text", "text": ""}
+    else:
+        block = {"type": "tool_use", "id": item.tool_id or "", "name": item.tool_name or ""}
+        block["input"] = {}
+    if item.extra:
+        # the fields the engine does not model, where the upstream had them
+        block = {**block, **item.extra}
+    return block
 
 
 # --------------------------------------------------------------------------- non-streaming
@@ -464,6 +522,11 @@ class AnthropicCollector:
                 self._args[item.index].append(item.text)
         elif isinstance(item, EmitSignature):
             self._blocks[item.index]["signature"] = item.signature
+        elif isinstance(item, EmitOpaque):
+            if item.index is not None and isinstance(item.payload, Mapping):
+                citation = item.payload.get("citation")
+                if item.payload.get("type") == "citations_delta" and citation is not None:
+                    self._blocks[item.index].setdefault("citations", []).append(citation)
         elif isinstance(item, EmitFinish):
             self.message["stop_reason"] = finish_word(
                 _STOP_WORDS, item.reason, item.raw_reason, "end_turn"
@@ -478,7 +541,7 @@ class AnthropicCollector:
         content = []
         for index in sorted(self._blocks):
             block = self._blocks[index]
-            if block["type"] == "tool_use":
+            if block.get("type") == "tool_use" and index in self._args:
                 raw = "".join(self._args[index])
                 try:
                     block["input"] = json.loads(raw) if raw.strip() else {}

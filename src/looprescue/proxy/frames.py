@@ -59,17 +59,26 @@ decode_anthropic_block_delta = msgspec.json.Decoder(AnthropicBlockDelta).decode
 # A Chat Completions chunk after the first: text of one choice and nothing else. A field the
 # general path acts on when set (tool calls, a finish, usage, an error) is typed ``None``, so a
 # chunk that sets one fails here and goes the general way.
-class OpenAIDelta(msgspec.Struct):
+# A field of a choice or its delta that this view does not list (a refusal, annotations,
+# logprobs that are set) fails it too: the general path passes such fields on.
+class OpenAIDelta(msgspec.Struct, forbid_unknown_fields=True):
     content: str | None = None
     reasoning_content: str | None = None
     reasoning: str | None = None
+    role: str | None = None
     tool_calls: None = None
+    refusal: None = None
+    function_call: None = None
+    audio: None = None
+    annotations: None = None
 
 
-class OpenAIChoice(msgspec.Struct):
+class OpenAIChoice(msgspec.Struct, forbid_unknown_fields=True):
     delta: OpenAIDelta | None = None
     index: int = 0
     finish_reason: None = None
+    logprobs: None = None
+    stop_reason: None = None  # vLLM's (set only with the finish)
 
 
 class OpenAIChunk(msgspec.Struct):

@@ -25,11 +25,13 @@ from ..rescue.events import (
     EmitFinish,
     EmitMarker,
     EmitMessageStart,
+    EmitOpaque,
     EmitPing,
     EmitSignature,
     EngineOutput,
     MessageEnded,
     MessageStarted,
+    Opaque,
     ReasoningDelta,
     StopReason,
     TextDelta,
@@ -66,6 +68,11 @@ _FINISH_REASONS: dict[str, StopReason] = {
 _FINISH_WORDS = {"stop": "stop", "tool_calls": "tool_calls", "max_tokens": "length"}
 ERROR_TYPE = "server_error"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
+# what the engine models of a chunk, a choice and a delta; the rest is passed on
+_ENVELOPE_FIELDS = frozenset({"id", "object", "model", "choices", "usage", "error"})
+_CHOICE_FIELDS = frozenset({"index", "delta", "message", "finish_reason"})
+_DELTA_FIELDS = frozenset({"role", "content", "tool_calls", *_REASONING_FIELDS})
+_USAGE_COUNTS = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 
 
 def usage_from(data: Any) -> Usage:
@@ -75,10 +82,22 @@ def usage_from(data: Any) -> Usage:
     details = data.get("prompt_tokens_details")
     cached = count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
     uncached = None if prompt is None else max(0, prompt - (cached or 0))
+    extra = {k: v for k, v in data.items() if k not in _USAGE_COUNTS and v is not None}
+    total, completion = count(data.get("total_tokens")), count(data.get("completion_tokens"))
+    if total is not None and total != (prompt or 0) + (completion or 0):
+        extra["total_tokens"] = total  # a total of the upstream's own making: kept as it is
+    if isinstance(details, Mapping):
+        # the cached count is modeled (cache_read_tokens); the other details pass on
+        rest = {k: v for k, v in details.items() if k != "cached_tokens"}
+        if rest:
+            extra["prompt_tokens_details"] = rest
+        else:
+            extra.pop("prompt_tokens_details", None)
     return Usage(
         input_tokens=uncached,
-        output_tokens=count(data.get("completion_tokens")),
+        output_tokens=completion,
         cache_read_tokens=cached,
+        extra=extra,
     )
 
 
@@ -89,10 +108,18 @@ def usage_to(usage: Usage) -> dict[str, Any]:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
+        **usage.extra,
     }
     if usage.cache_read_tokens is not None:
-        out["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens}
+        details = out.get("prompt_tokens_details")
+        base = dict(details) if isinstance(details, Mapping) else {}
+        out["prompt_tokens_details"] = {**base, "cached_tokens": usage.cache_read_tokens}
     return out
+
+
+def unmodeled(data: Mapping[str, Any], modeled: frozenset[str]) -> dict[str, Any]:
+    """The fields of ``data`` the engine does not model (a null says nothing: left out)."""
+    return {k: v for k, v in data.items() if k not in modeled and v is not None}
 
 
 def error_body(item: EmitError) -> dict[str, Any]:
@@ -101,15 +128,15 @@ def error_body(item: EmitError) -> dict[str, Any]:
 
 
 def envelope(item: EmitMessageStart, kind: str) -> dict[str, Any]:
-    """The fields every chunk (``chat.completion.chunk``) or the whole completion carries."""
+    """The fields every chunk (``chat.completion.chunk``) or the whole completion carries:
+    the upstream's own (its first chunk's), ``id``, ``object`` and ``model`` set here."""
     out = {
         "id": item.message_id,
         "object": kind,
         "created": item.meta.get("created", 0),
         "model": item.model,
     }
-    if "system_fingerprint" in item.meta:
-        out["system_fingerprint"] = item.meta["system_fingerprint"]
+    out.update((k, v) for k, v in item.meta.items() if k != "role_delta" and k not in out)
     return out
 
 
@@ -372,9 +399,7 @@ class OpenAIDecoder:
         choices = items(data, "choices")
         if not self._started:
             self._started = True
-            meta: dict[str, Any] = {
-                k: data[k] for k in ("created", "system_fingerprint") if k in data
-            }
+            meta: dict[str, Any] = unmodeled(data, _ENVELOPE_FIELDS)
             first = choices[0] if choices and isinstance(choices[0], Mapping) else {}
             first_delta = obj(first, "delta", required=False)
             meta["role_delta"] = {
@@ -393,17 +418,28 @@ class OpenAIDecoder:
                     meta,
                 )
             )
+        passed: list[Any] = []  # what of the choices the engine does not model
+        finish: list[UpstreamEvent] = []
         for choice in choices:
             if not isinstance(choice, Mapping):
                 raise Malformed("choices[] entry is not an object")
             if (index_of(choice) if "index" in choice else 0) != 0:
+                passed.append(choice)  # another choice: the engine watches the first
                 continue
-            out += _delta_events(
-                obj(choice, "delta", required=False), self._blocks, self.reasoning_field
-            )
+            delta = obj(choice, "delta", required=False)
+            out += _delta_events(delta, self._blocks, self.reasoning_field)
+            rest = unmodeled(choice, _CHOICE_FIELDS)
+            rest_delta = unmodeled(delta, _DELTA_FIELDS)
+            if rest or rest_delta:  # a refusal, annotations, logprobs, audio, ...
+                passed.insert(0, {"index": choice.get("index", 0), "delta": rest_delta, **rest})
             if choice.get("finish_reason") is not None:
-                out += self._blocks.close_all()
-                out.append(finish_from(_FINISH_REASONS, choice["finish_reason"]))
+                finish = [
+                    *self._blocks.close_all(),
+                    finish_from(_FINISH_REASONS, choice["finish_reason"]),
+                ]
+        if passed:
+            out.append(Opaque(None, {"choices": passed}))
+        out += finish
         if isinstance(data.get("usage"), Mapping):
             out.append(UsageReported(usage_from(data["usage"])))
         return out
@@ -450,6 +486,8 @@ class OpenAIEncoder:
                 "function": {"name": item.tool_name or "", "arguments": ""},
             }
             return _line(self._chunk({"tool_calls": [call]}))
+        if isinstance(item, EmitOpaque):
+            return _line({**self._envelope, **item.payload})
         if isinstance(item, EmitSignature | EmitBlockStop):
             return b""
         if isinstance(item, EmitPing):
@@ -486,7 +524,7 @@ def completion_events(body: Any) -> tuple[list[UpstreamEvent], list[str]]:
     also returns the reasoning field name it used (empty when none)."""
     if not isinstance(body, Mapping):
         raise Malformed("response body is not an object")
-    meta = {k: body[k] for k in ("created", "system_fingerprint") if k in body}
+    meta = unmodeled(body, _ENVELOPE_FIELDS)
     events: list[UpstreamEvent] = [
         MessageStarted(
             string(body, "id", required=False), string(body, "model", required=False), Usage(), meta
@@ -508,6 +546,14 @@ def completion_events(body: Any) -> tuple[list[UpstreamEvent], list[str]]:
     delta["tool_calls"] = tool_calls
     events += _delta_events(delta, blocks, fields)
     events += blocks.close_all()
+    # what the engine does not model (a refusal, annotations, logprobs, other choices)
+    passed: list[Any] = [c for c in choices[1:]]
+    rest = unmodeled(choice, _CHOICE_FIELDS)
+    rest_message = unmodeled(message, _DELTA_FIELDS)
+    if rest or rest_message:
+        passed.insert(0, {"index": choice.get("index", 0), "message": rest_message, **rest})
+    if passed:
+        events.append(Opaque(None, {"choices": passed}))
     if isinstance(body.get("usage"), Mapping):
         events.append(UsageReported(usage_from(body["usage"])))
     if choice.get("finish_reason") is not None:
@@ -527,6 +573,7 @@ class OpenAICollector:
         self._tools: dict[int, dict[str, Any]] = {}
         self._finish = "stop"
         self._usage: dict[str, Any] | None = None
+        self._passed: list[Any] = []  # the choices' fields the engine does not model
         self.error: EmitError | None = None
 
     def add(self, item: EngineOutput) -> None:
@@ -548,6 +595,9 @@ class OpenAICollector:
         elif isinstance(item, EmitFinish):
             self._finish = finish_word(_FINISH_WORDS, item.reason, item.raw_reason, "stop")
             self._usage = usage_to(item.usage)
+        elif isinstance(item, EmitOpaque):
+            if isinstance(item.payload, Mapping):
+                self._passed += items(item.payload, "choices")
         elif isinstance(item, EmitError):
             self.error = item
 
@@ -558,12 +608,19 @@ class OpenAICollector:
             message[key] = "".join(self._reasoning)
         if self._tools:
             message["tool_calls"] = [self._tools[i] for i in sorted(self._tools)]
-        out = {
-            **self.completion,
-            "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": self._finish}
-            ],
-        }
+        first: dict[str, Any] = {"index": 0, "message": message, "logprobs": None}
+        choices = [first]
+        for passed in self._passed:
+            if not isinstance(passed, Mapping):
+                continue
+            if passed.get("index", 0) == 0:
+                # the first choice's own fields: its message's, and its own
+                message.update(passed.get("message") or {})
+                first.update((k, v) for k, v in passed.items() if k not in _CHOICE_FIELDS)
+            else:
+                choices.append(dict(passed))
+        first["finish_reason"] = self._finish
+        out = {**self.completion, "choices": choices}
         if self._usage is not None:
             out["usage"] = self._usage
         return out

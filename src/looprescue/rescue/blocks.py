@@ -42,7 +42,9 @@ class ClientBlocks:
         self._next += 1
         self._index[start.index] = index
         self._open[index] = start.kind
-        return index, [EmitBlockStart(index, start.kind, start.tool_id, start.tool_name)]
+        return index, [
+            EmitBlockStart(index, start.kind, start.tool_id, start.tool_name, start.extra)
+        ]
 
     def sent(self, index: int, text: str) -> None:
         """Remember the end of what went into client block ``index``."""

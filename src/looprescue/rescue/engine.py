@@ -61,12 +61,14 @@ from .events import (
     EmitFinish,
     EmitMarker,
     EmitMessageStart,
+    EmitOpaque,
     EmitPing,
     EmitSignature,
     EngineOutput,
     FinishReported,
     MessageEnded,
     MessageStarted,
+    Opaque,
     Ping,
     ReasoningDelta,
     ResumeTimedOut,
@@ -86,6 +88,7 @@ from .sanitize import HistoryCache, HistoryCut, sanitize_history
 
 _UNLIMITED = 1 << 62
 _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
+_UNCUT_KINDS = frozenset({"tool_call", "opaque"})
 # rules after whose cut the response finishes instead of resuming: the answer is whole
 # (overrun), or the continuation copies its correction (parrot) or the answer shown before it
 # (restate), which a new one, sent the same, would repeat
@@ -221,7 +224,9 @@ class RescueEngine:
         self._visible_chars = {"reasoning": 0, "text": 0}
         self._attempt = _Attempt(0, self._new_detector(), self._visible_chars)
         self._blocks = ClientBlocks()
-        self._earlier_output_tokens = 0  # as the upstream reported them (passed on at the end)
+        # what the attempts cut before this one cost (their output estimated where the cut
+        # left it unreported): the client's usage adds up every attempt
+        self._earlier_usage = Usage()
         self._spent_tokens = 0  # earlier attempts' output, estimated where unreported
         self._budget = editor.output_budget(request_body)
         self._loops_acted_on = 0
@@ -399,7 +404,7 @@ class RescueEngine:
             return self._malformed(f"block {event.index} started twice")
         attempt.blocks[event.index] = event
         attempt.open.add(event.index)
-        if event.kind != "tool_call":
+        if event.kind == "reasoning" or event.kind == "text":
             return []  # opened on the client with its first released character
         return self._enqueue(event)
 
@@ -424,6 +429,23 @@ class RescueEngine:
         if problem is not None:
             return self._malformed(problem)
         return self._enqueue(event)
+
+    def _on_opaque(self, event: Opaque) -> list[EngineOutput]:
+        """What the engine does not model goes on as it came, in its place behind held text."""
+        index = event.index
+        if index is not None:
+            attempt = self._attempt
+            if index not in attempt.blocks:
+                return self._malformed(f"content for block {index} before it started")
+            if index in attempt.stopped or index in attempt.suppressed:
+                return []  # its block is over, or its text was cut away
+        return self._enqueue(event)
+
+    def _on_opaque_first(self, event: Opaque) -> list[EngineOutput]:
+        # before the message began nothing is held: a message-level value goes on at once
+        if event.index is not None:
+            return self._on_out_of_order(event)
+        return [EmitOpaque(None, event.payload)]
 
     def _enqueue(self, event: UpstreamEvent) -> list[EngineOutput]:
         queue = self._attempt.queue
@@ -535,9 +557,9 @@ class RescueEngine:
         attempt.open.clear()
         out += self._blocks.close_all()
         finish = attempt.finish
-        reason = finish.reason if finish else "stop"
-        raw = finish.raw if finish else None
-        return out + self._finish(reason, raw)
+        if finish is None:
+            return out + self._finish("stop", None)
+        return out + self._finish(finish.reason, finish.raw, finish.extra)
 
     def _on_failure(self, event: UpstreamFailed) -> list[EngineOutput]:
         # Held text is suspicious and the response fails anyway: it is not released.
@@ -592,6 +614,13 @@ class RescueEngine:
                 return []  # it signs text the client never received
             index, out = self._blocks.opened(attempt.blocks[event.index])
             return [*out, EmitSignature(index, event.signature)]
+        if isinstance(event, Opaque):
+            if event.index is None:
+                return [EmitOpaque(None, event.payload)]
+            if event.index in attempt.suppressed:
+                return []  # it belongs to text that was cut away
+            index, out = self._blocks.opened(attempt.blocks[event.index])
+            return [*out, EmitOpaque(index, event.payload)]
         if isinstance(event, BlockStopped):
             out = []
             if event.index in attempt.suppressed:
@@ -634,7 +663,8 @@ class RescueEngine:
         spent = self._spent_tokens + (self._attempt_tokens() if self._acting else 0)
         action = cut_action(
             mode=self.config.mode,
-            tool_call_open=any(attempt.blocks[i].kind == "tool_call" for i in attempt.open),
+            # a tool call, or a block of a kind the engine does not know, is never cut into
+            tool_call_open=any(attempt.blocks[i].kind in _UNCUT_KINDS for i in attempt.open),
             tool_calls_sent=self._blocks.tool_calls_sent,
             rescues_in_a_row=self.conversation.consecutive_rescues + stats.rescues,
             max_rescues=self.config.maxConsecutiveRescues,
@@ -678,16 +708,17 @@ class RescueEngine:
             AuditRecord("cut", {"channel": channel, "rule": hit.rule, "action": action.value})
         )
         if action is CutAction.TOOL_CALLS_DONE:
-            return out + self._finish("tool_calls", None)
+            return out + self._finish("tool_calls", None, cut=True)
         if action is CutAction.CUT or action is CutAction.FINISH:
-            return out + self._finish("stop", None)
+            return out + self._finish("stop", None, cut=True)
         if action is CutAction.CAP:
             stats.cap_stops += 1
             done = self.conversation.consecutive_rescues + stats.rescues
-            return out + self._note(notes.cap_note(done, self.lang)) + self._finish("stop", None)
+            note = self._note(notes.cap_note(done, self.lang))
+            return out + note + self._finish("stop", None, cut=True)
         if action is CutAction.BUDGET:
-            note = notes.budget_note(self._budget or 0, self.lang)
-            return out + self._note(note) + self._finish("max_tokens", None)
+            note = self._note(notes.budget_note(self._budget or 0, self.lang))
+            return out + note + self._finish("max_tokens", None, cut=True)
         summary = summarize_loop(channel=channel, channel_text=text, loop_start=hit.loop_start)
         return out + self._resume(summary, spent)
 
@@ -712,7 +743,8 @@ class RescueEngine:
 
     def _resume(self, summary: Any, spent: int) -> list[EngineOutput]:
         self.stats.rescues += 1
-        self._earlier_output_tokens += self._attempt.usage.output_tokens or 0
+        cut_attempt = self._attempt.usage.with_output(self._attempt_tokens())
+        self._earlier_usage = self._earlier_usage.added(cut_attempt)
         self._spent_tokens = spent
         kept = self.kept_work()
         body: Mapping[str, Any] = build_continuation(
@@ -783,11 +815,27 @@ class RescueEngine:
 
     # ------------------------------------------------------------------ endings
 
-    def _final_usage(self) -> Usage:
-        # Output tokens of every upstream attempt were generated for this response.
-        return self._attempt.reported.with_output_added(self._earlier_output_tokens)
+    def _final_usage(self, cut: bool) -> Usage:
+        """What the response cost: every upstream attempt's tokens added up. An attempt that
+        ended on its own reports its usage (passed on as it is when it was the only one); one
+        cut here never does, its output is estimated from what it streamed."""
+        attempt = self._attempt
+        if cut:
+            usage = attempt.usage.with_output(self._attempt_tokens())
+        elif attempt.number:
+            usage = attempt.usage.merged(attempt.reported)
+        else:
+            return attempt.reported
+        return self._earlier_usage.added(usage) if attempt.number else usage
 
-    def _finish(self, reason: Any, raw: str | None) -> list[EngineOutput]:
+    def _finish(
+        self,
+        reason: Any,
+        raw: str | None,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        cut: bool = False,
+    ) -> list[EngineOutput]:
         self.state = EngineState.DONE
         conversation = self.conversation
         conversation.record_response(
@@ -798,7 +846,8 @@ class RescueEngine:
             had_tool_call=self._blocks.tool_calls_sent > 0,
             stall_min=self.config.stallMinReasoningChars,
         )
-        return [SaveConversation(conversation.copy()), EmitFinish(reason, raw, self._final_usage())]
+        finish = EmitFinish(reason, raw, self._final_usage(cut), extra or {})
+        return [SaveConversation(conversation.copy()), finish]
 
     def _end_with_error(self, failure: UpstreamFailed) -> list[EngineOutput]:
         self.state = EngineState.DONE
@@ -811,6 +860,7 @@ class RescueEngine:
 _HANDLERS: dict[EngineState, dict[type, Handler]] = {
     EngineState.AWAITING_START: {
         MessageStarted: RescueEngine._on_message_started,
+        Opaque: RescueEngine._on_opaque_first,
         Ping: RescueEngine._ignore,
         UpstreamFailed: RescueEngine._on_failure,
         ResumeTimedOut: RescueEngine._ignore,
@@ -821,6 +871,7 @@ _HANDLERS: dict[EngineState, dict[type, Handler]] = {
         TextDelta: RescueEngine._on_channel_delta,
         ToolArgsDelta: RescueEngine._on_queued_event,
         SignatureDelta: RescueEngine._on_queued_event,
+        Opaque: RescueEngine._on_opaque,
         BlockStopped: RescueEngine._on_block_stopped,
         UsageReported: RescueEngine._on_usage,
         FinishReported: RescueEngine._on_finish_reported,

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 Channel = Literal["reasoning", "text"]
-BlockKind = Literal["reasoning", "text", "tool_call"]
+# "opaque": a block the engine does not model (a server tool's call or result, redacted
+# thinking, a kind added later): passed on as it came, never held, judged or cut into
+BlockKind = Literal["reasoning", "text", "tool_call", "opaque"]
 # Neutral stop reasons; ``raw`` fields keep the protocol's own word for a faithful pass-through.
 StopReason = Literal["stop", "tool_calls", "max_tokens", "other"]
 FailureKind = Literal["transport", "stall", "in_band", "malformed", "http"]
@@ -31,6 +33,9 @@ class Usage:
     output_tokens: int | None = None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    # the protocol's other usage fields, as it spelled them (details, server tool counts):
+    # passed on, and summed over attempts
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def merged(self, later: Usage) -> Usage:
         """Fields reported by ``later`` win; the others keep this value."""
@@ -39,16 +44,50 @@ class Usage:
             output_tokens=_pick(later.output_tokens, self.output_tokens),
             cache_read_tokens=_pick(later.cache_read_tokens, self.cache_read_tokens),
             cache_write_tokens=_pick(later.cache_write_tokens, self.cache_write_tokens),
+            extra={**self.extra, **later.extra} if later.extra else self.extra,
         )
 
-    def with_output_added(self, earlier_output: int) -> Usage:
-        if not earlier_output:
-            return self
-        return replace(self, output_tokens=(self.output_tokens or 0) + earlier_output)
+    def added(self, other: Usage) -> Usage:
+        """Both attempts' counts together (what one response cost over several requests)."""
+        return Usage(
+            input_tokens=_add(self.input_tokens, other.input_tokens),
+            output_tokens=_add(self.output_tokens, other.output_tokens),
+            cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
+            extra=added_fields(self.extra, other.extra),
+        )
+
+    def with_output(self, tokens: int) -> Usage:
+        return replace(self, output_tokens=tokens)
 
 
 def _pick(first: int | None, second: int | None) -> int | None:
     return second if first is None else first
+
+
+def _add(first: int | None, second: int | None) -> int | None:
+    if first is None:
+        return second
+    return first if second is None else first + second
+
+
+def added_fields(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """Two usage objects' other fields together: counts are summed, nested objects summed
+    field by field, anything else (a tier's name) is the later one's."""
+    out = dict(first)
+    for key, value in second.items():
+        mine = out.get(key)
+        if _is_count(mine) and _is_count(value):
+            out[key] = mine + value
+        elif isinstance(mine, Mapping) and isinstance(value, Mapping):
+            out[key] = added_fields(mine, value)
+        else:
+            out[key] = value
+    return out
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 # The value types made once per streamed delta (the deltas in, the client's text out) write
@@ -75,6 +114,9 @@ class BlockStarted:
     kind: BlockKind
     tool_id: str | None = None
     tool_name: str | None = None
+    # the block's fields the engine does not model, as the protocol spelled them (an opaque
+    # block: all of it), passed on with its start
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)
@@ -125,6 +167,17 @@ class SignatureDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class Opaque:
+    """Something the engine does not model (a delta of a kind it does not know, a field, a
+    choice or an event it does not act on): it reaches the client unchanged, in its place.
+    ``index`` is the upstream block it belongs to (None: the message); ``payload`` is the
+    protocol's own value, which only the wire reads."""
+
+    index: int | None
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
 class BlockStopped:
     index: int
 
@@ -138,6 +191,8 @@ class UsageReported:
 class FinishReported:
     reason: StopReason
     raw: str | None = None
+    # the end-of-message frame's fields the engine does not model (the wire's own shape)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +230,7 @@ UpstreamEvent = (
     | TextDelta
     | ToolArgsDelta
     | SignatureDelta
+    | Opaque
     | BlockStopped
     | UsageReported
     | FinishReported
@@ -202,6 +258,7 @@ class EmitBlockStart:
     kind: BlockKind
     tool_id: str | None = None
     tool_name: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # as ``BlockStarted.extra``
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)
@@ -235,6 +292,15 @@ class EmitSignature:
 
 
 @dataclass(frozen=True, slots=True)
+class EmitOpaque:
+    """An :class:`Opaque` upstream value for the client, in client block ``index`` (None: the
+    message)."""
+
+    index: int | None
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
 class EmitBlockStop:
     index: int
 
@@ -251,6 +317,7 @@ class EmitFinish:
     reason: StopReason
     raw_reason: str | None
     usage: Usage
+    extra: Mapping[str, Any] = field(default_factory=dict)  # as ``FinishReported.extra``
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +369,7 @@ ClientItem = (
     | EmitDelta
     | EmitMarker
     | EmitSignature
+    | EmitOpaque
     | EmitBlockStop
     | EmitPing
     | EmitFinish
