@@ -144,6 +144,9 @@ MEANINGS = {
     " stop (with `steer` and `stop` on).",
     "toolGuard.exempt": 'Tool-name globs never counted as a loop, e.g. `["*_status",'
     ' "BashOutput"]` for tools an agent polls.',
+    "toolGuard.inputPrices": "Model-name glob to dollars per million input tokens (the first"
+    " glob that matches): the audit log and `/metrics` then price what tool loops cost and"
+    " what stopping them saved, besides counting their tokens.",
     # -- proxy
     "proxy.upstream": "Base URL of the model API; request paths are appended to it"
     " (`--upstream`, required).",

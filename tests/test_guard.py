@@ -307,3 +307,50 @@ def test_an_openai_user_note_right_after_tool_results_is_no_new_turn() -> None:
     # a user message after the assistant's answer is a person speaking
     assert openai_body([LS, "Again?"])["messages"][-1]["role"] == "user"
     assert rungs([LS] * 4 + ["Again?"] + [LS] * 4, PROTOCOLS[1]) == [None] * 9
+
+
+# --------------------------------------------------------------------------- what loops cost
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=["anthropic", "openai"])
+def test_a_loops_cost_read_from_one_request_is_the_sum_of_its_requests(protocol: Any) -> None:
+    wire_class, body_of = protocol
+    guard = ToolGuard(LoopRescueConfig(toolGuard=ToolGuardConfig(repeatCalls=2)))
+    costs = {}
+    for calls in range(2, 8):
+        body = body_of([LS] * calls)
+        verdict = guard.judge(wire_class(body), body)
+        assert verdict is not None
+        costs[calls] = verdict.cost
+    # the requests that followed the 2nd .. 7th call: the last one read alone knows them all
+    assert costs[7].earlier_tokens == sum(costs[n].request_tokens for n in range(2, 7))
+    assert costs[2].earlier_tokens == 0
+    assert all(costs[n].request_tokens < costs[n + 1].request_tokens for n in range(2, 7))
+
+
+def test_each_loop_request_is_counted_once_as_spent_or_saved() -> None:
+    guard = ToolGuard(LoopRescueConfig())
+    verdicts = []
+    for calls in range(5, 8):
+        body = anthropic_body([LS] * calls)
+        verdicts.append(guard.judge(AnthropicWire(body), body))
+    steer, stop, again = verdicts
+    assert steer is not None and stop is not None and again is not None
+    # first judged a loop: the earlier requests and this one were spent
+    assert steer.tokens() == (steer.cost.earlier_tokens + steer.cost.request_tokens, 0)
+    assert stop.tokens() == (0, stop.cost.request_tokens)
+    assert again.tokens() == (0, again.cost.request_tokens)
+    record = stop.audit()
+    assert record["saved_tokens"] == stop.cost.request_tokens and "saved_dollars" not in record
+
+
+def test_prices_per_model_glob_give_dollars() -> None:
+    prices = {"claude-*": 3.0, "*": 0.5}
+    guard = ToolGuard(LoopRescueConfig(toolGuard=ToolGuardConfig(inputPrices=prices)))
+    body = {**anthropic_body([LS] * 6), "model": "claude-sonnet"}
+    verdict = guard.judge(AnthropicWire(body), body)
+    assert verdict is not None and verdict.cost.price == 3.0
+    record = verdict.audit()
+    assert record["saved_dollars"] == round(record["saved_tokens"] * 3.0 / 1e6, 6) > 0
+    other = {**body, "model": "deepseek-chat"}
+    assert guard.judge(AnthropicWire(other), other).cost.price == 0.5  # type: ignore[union-attr]

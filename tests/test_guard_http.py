@@ -167,6 +167,11 @@ def test_a_tool_loop_through_the_proxy_is_steered_then_stopped(
     looping_model(scripted_upstream)
     audit = tmp_path / "audit.jsonl"
     config = load_config(None, {"proxy.auditLog": str(audit)})
+    config = config.model_copy(
+        update={
+            "toolGuard": config.toolGuard.model_copy(update={"inputPrices": {"scripted-*": 2.0}})
+        }
+    )
     registry = CollectorRegistry()
     with ProxyServer(config, scripted_upstream.base_url, metrics_registry=registry) as proxy:
         if protocol == "anthropic":
@@ -176,12 +181,29 @@ def test_a_tool_loop_through_the_proxy_is_steered_then_stopped(
             client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="k", max_retries=0)
             text, outcomes = openai_agent(client, stream)
         exposition = httpx.get(proxy.base_url + "/metrics").text
+    samples = {
+        (outcome, name): registry.get_sample_value(
+            f"looprescue_tool_loop_{name}_total",
+            {"protocol": protocol, "adapter": "proxy", "outcome": outcome},
+        )
+        for outcome in ("spent", "saved")
+        for name in ("tokens", "dollars")
+    }
     assert_steered_then_stopped(scripted_upstream, text, outcomes, repeats=5)
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     loops = [r for r in records if r["kind"] == "tool_loop"]
     assert [r["outcome"] for r in loops] == ["tool-loop-steered", "tool-loop-stopped"]
     assert loops[-1]["loop"] == "repeat" and loops[-1]["tools"] == ["bash"]
     assert loops[-1]["count"] == 6 and loops[-1]["protocol"] == protocol
+    # what the loop cost: the steered request and the ones before it spent, the stop saved
+    steered, stopped = loops
+    assert steered["loop_tokens"] > steered["request_tokens"] > 0
+    assert samples["spent", "tokens"] == steered["loop_tokens"]
+    assert samples["saved", "tokens"] == stopped["saved_tokens"] == stopped["request_tokens"]
+    assert stopped["loop_tokens"] == steered["loop_tokens"] + stopped["request_tokens"]
+    assert samples["saved", "dollars"] == pytest.approx(stopped["saved_tokens"] * 2.0 / 1e6)
+    assert stopped["saved_dollars"] == round(stopped["saved_tokens"] * 2.0 / 1e6, 6)
+    assert "looprescue_tool_loop_tokens_total" in exposition
     for outcome in ("steer", "stop"):
         line = (
             f'looprescue_tool_loops_total{{adapter="proxy",kind="repeat",outcome="{outcome}",'

@@ -137,6 +137,8 @@ class ToolGuardConfig(_Strict):
     steerRequests: int = Field(1, ge=1, le=1000)
     # tool-name globs never counted as a loop (polling and status tools)
     exempt: tuple[str, ...] = ()
+    # model-name glob -> dollars per million input tokens, to price what loops cost
+    inputPrices: dict[str, float] = Field(default_factory=dict)
 
 
 class ProxyConfig(_Strict):

@@ -82,6 +82,17 @@ class RescueMetrics:
             " and what the guard did (steer, stop, watch).",
             ("protocol", "adapter", "kind", "outcome"),
         )
+        self.tool_loop_tokens = counter(
+            "tool_loop_tokens",
+            "Input tokens (estimated) of requests in tool loops: sent upstream (spent) or kept"
+            " from it by a stop (saved).",
+            ("protocol", "adapter", "outcome"),
+        )
+        self.tool_loop_dollars = counter(
+            "tool_loop_dollars",
+            "The same in dollars, for models with a price in toolGuard.inputPrices.",
+            ("protocol", "adapter", "outcome"),
+        )
         self.duration = Histogram(
             "looprescue_request_duration_seconds",
             "Time from a rescued request's start to the end of its response.",
@@ -129,9 +140,23 @@ class RescueMetrics:
         if first_byte_s is not None:
             self.first_byte.labels(protocol).observe(first_byte_s)
 
-    def tool_loop(self, protocol: str, adapter: str, kind: str, outcome: str) -> None:
-        """Count one request the tool-loop guard judged a loop."""
+    def tool_loop(
+        self,
+        protocol: str,
+        adapter: str,
+        kind: str,
+        outcome: str,
+        tokens: tuple[int, int] = (0, 0),
+        price: float | None = None,
+    ) -> None:
+        """Count one request the tool-loop guard judged a loop, and its (spent, saved) input
+        tokens (dollars too when ``price``, per million tokens, is known)."""
         self.tool_loops.labels(protocol, adapter, kind, outcome).inc()
+        for label, value in zip(("spent", "saved"), tokens, strict=True):
+            if value:
+                self.tool_loop_tokens.labels(protocol, adapter, label).inc(value)
+                if price is not None:
+                    self.tool_loop_dollars.labels(protocol, adapter, label).inc(value * price / 1e6)
 
 
 _LOCK = threading.Lock()

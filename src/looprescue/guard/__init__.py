@@ -17,6 +17,7 @@ from typing import Any
 from ..config import LoopRescueConfig
 from ..rescue.marker import Lang
 from .answer import stop_body
+from .cost import LoopCost, loop_cost
 from .judge import DigestCache, Rung, ToolLoop, find_loop, rung_for
 from .notes import steer_note, stop_message
 
@@ -28,20 +29,41 @@ OUTCOMES: dict[Rung, str] = {
     "watch": "tool-loop-observed",
 }
 
-__all__ = ["OUTCOMES", "OUTCOME_HEADER", "GuardVerdict", "ToolGuard", "ToolLoop"]
+__all__ = ["OUTCOMES", "OUTCOME_HEADER", "GuardVerdict", "LoopCost", "ToolGuard", "ToolLoop"]
 
 
 @dataclass(frozen=True, slots=True)
 class GuardVerdict:
     loop: ToolLoop
     rung: Rung
+    cost: LoopCost
 
     @property
     def outcome(self) -> str:
         return OUTCOMES[self.rung]
 
+    def tokens(self) -> tuple[int, int]:
+        """(spent, saved) input tokens to count for this request, each loop request once:
+        the loop's earlier requests when it is first judged one, this request when it goes
+        upstream (spent) or is stopped (saved)."""
+        earlier = self.cost.earlier_tokens if self.loop.excess == 0 else 0
+        if self.rung == "stop":
+            return earlier, self.cost.request_tokens
+        return earlier + self.cost.request_tokens, 0
+
     def audit(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, **self.loop.audit()}
+        cost = self.cost
+        record: dict[str, Any] = {
+            "outcome": self.outcome,
+            **self.loop.audit(),
+            "request_tokens": cost.request_tokens,
+            "loop_tokens": cost.earlier_tokens + cost.request_tokens,
+            "saved_tokens": cost.request_tokens if self.rung == "stop" else 0,
+        }
+        if cost.price is not None:
+            record["loop_dollars"] = cost.dollars(record["loop_tokens"])
+            record["saved_dollars"] = cost.dollars(record["saved_tokens"])
+        return record
 
 
 class ToolGuard:
@@ -59,7 +81,8 @@ class ToolGuard:
         loop = find_loop(wire.tool_history(body), self.config, self._cache)
         if loop is None:
             return None
-        return GuardVerdict(loop, rung_for(loop, self.config, self._acting))
+        cost = loop_cost(body, loop, self.config.inputPrices)
+        return GuardVerdict(loop, rung_for(loop, self.config, self._acting), cost)
 
     def steered(
         self, wire: Any, body: Mapping[str, Any], verdict: GuardVerdict, lang: Lang

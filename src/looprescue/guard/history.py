@@ -25,6 +25,7 @@ class ToolStep:
     result: str
     failed: bool
     call_id: str = field(default="", compare=False)  # the protocol's id of the call
+    message: int = field(default=-1, compare=False)  # the index of its result's message
 
 
 class _HumanTurn:
@@ -69,7 +70,7 @@ def anthropic_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
     blocks (``tool_use_id``, ``is_error``) of the next user message."""
     out: list[HistoryItem] = []
     calls: dict[str, tuple[str, Any]] = {}
-    for message in body.get("messages") or ():
+    for index, message in enumerate(body.get("messages") or ()):
         if not isinstance(message, Mapping):
             continue
         role, content = message.get("role"), message.get("content")
@@ -90,7 +91,8 @@ def anthropic_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
                 if call is not None:
                     text = _block_text(block.get("content"))
                     failed = block.get("is_error") is True
-                    out.append(ToolStep(call[0], call[1], text, failed, block["tool_use_id"]))
+                    call_id = block["tool_use_id"]
+                    out.append(ToolStep(call[0], call[1], text, failed, call_id, index))
             if not answered:
                 out.append(HUMAN_TURN)
     return out
@@ -104,7 +106,7 @@ def openai_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
     out: list[HistoryItem] = []
     calls: dict[str, tuple[str, Any]] = {}
     after_results = False
-    for message in body.get("messages") or ():
+    for index, message in enumerate(body.get("messages") or ()):
         if not isinstance(message, Mapping):
             continue
         role = message.get("role")
@@ -128,7 +130,7 @@ def openai_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
             if call is not None:
                 text = _block_text(message.get("content"))
                 failed = bool(_LOOKS_FAILED.match(text))
-                out.append(ToolStep(call[0], call[1], text, failed, call_id))
+                out.append(ToolStep(call[0], call[1], text, failed, call_id, index))
         elif role == "user" and not after_results:
             out.append(HUMAN_TURN)
     return out

@@ -51,6 +51,8 @@ class ToolLoop:
     count: int  # calls in the run / whole repeats of the cycle / failures of the call
     excess: int  # loop calls past the threshold (0: the threshold was just reached)
     span: int  # calls of the history that belong to the loop
+    # where the loop's calls are: their results' message indexes, in order (for its cost)
+    messages: tuple[int, ...] = ()
 
     def audit(self) -> dict[str, object]:
         return {
@@ -138,7 +140,7 @@ def find_loop(
     while start > 0 and seen < RECENT_CALLS:
         start -= 1
         seen += isinstance(history[start], ToolStep)
-    fold = ToolCallFold(config.cycleMaxWidth, RECENT_CALLS, 1)
+    fold = ToolCallFold(config.cycleMaxWidth, RECENT_CALLS, RECENT_CALLS)
     steps: dict[int, ToolStep] = {}
     last_failure: Failure | None = None
     for position in range(start, len(history)):
@@ -155,11 +157,15 @@ def find_loop(
         for loop in (
             _repeat(fold.run, steps, config),
             *(_cycle(s, steps, config) for s in fold.cycles.live.values()),
-            _failure(last_failure, steps[len(history) - 1], config),
+            _failure(last_failure, steps, config),
         )
         if loop is not None and not exempt.all(loop.tools)
     ]
     return max(found, key=lambda loop: (loop.excess, loop.span), default=None)
+
+
+def _messages(positions: Sequence[int], steps: dict[int, ToolStep]) -> tuple[int, ...]:
+    return tuple(steps[p].message for p in sorted(set(positions)) if p in steps)
 
 
 def _repeat(
@@ -175,6 +181,7 @@ def _repeat(
         run.length,
         run.length - config.repeatCalls,
         run.length,
+        _messages(run.evidence.seqs, steps),
     )
 
 
@@ -191,20 +198,24 @@ def _cycle(
         stretch.repeats,
         stretch.length - needed,
         stretch.length,
+        _messages(stretch.evidence.seqs, steps),
     )
 
 
-def _failure(failure: Failure | None, last: ToolStep, config: ToolGuardConfig) -> ToolLoop | None:
+def _failure(
+    failure: Failure | None, steps: dict[int, ToolStep], config: ToolGuardConfig
+) -> ToolLoop | None:
     if failure is None or failure.count < config.failedCalls:
         return None
-    name = tool_name(last.name)
+    last = steps[max(steps)]
     return ToolLoop(
         "failure",
         (shown_call(last),),
-        (name,),
+        (tool_name(last.name),),
         failure.count,
         failure.count - config.failedCalls,
         failure.count,
+        _messages([*failure.first_seqs, *failure.later.seqs], steps),
     )
 
 

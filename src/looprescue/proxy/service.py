@@ -318,9 +318,15 @@ class RescueService:
         if rescue.finished:
             return
         rescue.finished = True
-        if rescue.loop is not None:
+        verdict = rescue.loop
+        if verdict is not None:
             self.metrics.tool_loop(
-                rescue.exchange.wire.name, rescue.adapter, rescue.loop.loop.kind, rescue.loop.rung
+                rescue.exchange.wire.name,
+                rescue.adapter,
+                verdict.loop.kind,
+                verdict.rung,
+                verdict.tokens(),
+                verdict.cost.price,
             )
         driver = rescue.driver
         duration_s = driver.clock.elapsed_s()
