@@ -138,7 +138,7 @@ class ToolGuardConfig(_Strict):
     # tool-name globs never counted as a loop (polling and status tools)
     exempt: tuple[str, ...] = ()
     # model-name glob -> dollars per million input tokens, to price what loops cost
-    inputPrices: dict[str, float] = Field(default_factory=dict)
+    inputPrices: dict[str, float] = {}
 
 
 class ProxyConfig(_Strict):
