@@ -45,7 +45,7 @@ MEANINGS = {
     "retryPresencePenalty": "`presence_penalty` of those requests (OpenAI route only; null: the"
     " request's own).",
     "resumeTimeoutMs": "How long the proxy waits for a continuation's first byte before it ends"
-    " the response with a note.",
+    " the response with an error.",
     "models": "Glob patterns of the model names the proxy acts on; other models pass through"
     " unchanged.",
     "sanitizeHistory": "Cut loops out of the earlier assistant messages of each request before"

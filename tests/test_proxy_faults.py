@@ -230,26 +230,50 @@ def test_client_disconnect_cancels_the_upstream_request(upstream: ScriptedUpstre
 # --------------------------------------------------------------------------- resume faults
 
 
-def test_resume_that_never_answers_ends_with_a_note(upstream: ScriptedUpstream) -> None:
+def test_resume_that_never_answers_ends_with_an_error(upstream: ScriptedUpstream) -> None:
     record = reasoning_loop()
     upstream.enqueue(
         corpus_response(record),
         ScriptedResponse(text="too late", stall_after=0, stall_seconds=30),
     )
     with serve(upstream, resumeTimeoutMs=300) as proxy:
-        got = stream_anthropic(proxy)
+        with pytest.raises(anthropic.APIStatusError, match="no response within 300 ms"):
+            stream_anthropic(proxy)
         assert upstream.wait_for(lambda u: all(r.outcome != "pending" for r in u.requests))
         assert_pool_idle(proxy)
-    assert "no response within 300 ms" in got["text"]
-    assert got["final"].stop_reason == "end_turn"
-    assert "too late" not in got["text"]
 
 
-def test_resume_http_error_ends_with_a_note(upstream: ScriptedUpstream) -> None:
-    upstream.enqueue(corpus_response(reasoning_loop()), ScriptedResponse(status=503))
+@pytest.mark.parametrize(
+    ("status", "error_type", "sdk_error"),
+    [
+        (429, "rate_limit_error", anthropic.RateLimitError),
+        (529, "overloaded_error", anthropic.OverloadedError),
+        (500, "api_error", anthropic.InternalServerError),
+    ],
+)
+def test_a_failed_resume_reaches_the_client_as_that_error(
+    upstream: ScriptedUpstream, status: int, error_type: str, sdk_error: type
+) -> None:
+    failing = ScriptedResponse(status=status, retry_after=7)
+    upstream.enqueue(corpus_response(reasoning_loop()), failing)
+    upstream.enqueue(corpus_response(reasoning_loop()), failing)
     with serve(upstream) as proxy:
-        got = stream_anthropic(proxy)
-    assert "HTTP 503" in got["text"] and got["final"].stop_reason == "end_turn"
+        # streamed: the protocol's error event, with the upstream's error type
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            stream_anthropic(proxy)
+        assert error_type in str(raised.value)
+        # whole: nothing was sent yet, so the client gets the status and its Retry-After
+        answer = httpx.post(
+            proxy.base_url + "/v1/messages",
+            json={**anthropic_body(), "stream": False, "max_tokens": 32000},
+            headers=ANTHROPIC_HEADERS,
+        )
+    assert answer.status_code == status, answer.text[:300]
+    assert answer.headers["retry-after"] == "7"
+    assert answer.json()["error"]["type"] == error_type
+    client = anthropic.Anthropic(base_url="http://x", api_key="k", max_retries=0)
+    # the SDK's own mapping of that answer is its error for the status
+    assert isinstance(client._make_status_error_from_response(answer), sdk_error)
 
 
 def test_consecutive_rescue_cap_over_http(upstream: ScriptedUpstream) -> None:

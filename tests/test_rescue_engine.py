@@ -561,22 +561,26 @@ def test_loop_after_a_finished_tool_call_cuts_and_finishes_with_tool_use() -> No
 # --------------------------------------------------------------------------- faults
 
 
-def test_resume_timeout_ends_cleanly_with_a_note() -> None:
+def test_resume_timeout_ends_with_an_error() -> None:
     loop = record("mrwei-bleed-27438")["text"]
     engine = engine_for()
     result = run(engine, Script(reasoning=loop).events(), [[ResumeTimedOut(300000)]])
     check_well_formed(result)
-    assert "300000 ms" in result.markers()[-1].text
+    error = result.client()[-1]
+    assert isinstance(error, EmitError) and "300000 ms" in error.message
+    assert not result.finishes()
     assert engine.stats.resume_failures == 1
 
 
-def test_resume_http_error_ends_cleanly_with_a_note() -> None:
+def test_resume_http_error_ends_with_that_error() -> None:
     loop = record("mrwei-bleed-27438")["text"]
     engine = engine_for()
-    failure = UpstreamFailed("http", "overloaded", status=503)
+    failure = UpstreamFailed("http", "Overloaded", status=529, error_type="overloaded_error")
     result = run(engine, Script(reasoning=loop).events(), [[failure]])
     check_well_formed(result)
-    assert "HTTP 503" in result.markers()[-1].text
+    # a failed resume is no finished answer: the client's retry policy must see the error
+    assert result.client()[-1] == EmitError("http", "Overloaded", "overloaded_error", 529)
+    assert not result.finishes()
 
 
 def test_upstream_failure_mid_stream_is_an_error_and_held_text_is_not_released() -> None:

@@ -189,7 +189,7 @@ class ExchangeDriver:
             if response.status != 200:
                 payload = await response.read()
                 await self._close(response)
-                return None, exchange.http_error(response.status, payload)
+                return None, exchange.http_error(response.status, payload, response.headers)
             if not exchange.streaming:
                 payload = await response.read()
                 await self._close(response)

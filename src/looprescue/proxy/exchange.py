@@ -21,6 +21,7 @@ decides the same for any chunking, and a loop is recorded at most one batch late
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,8 @@ _ACTIONS = frozenset({AuditRecord, CloseUpstream, SendRequest, SaveConversation}
 # 6 chars): per read, only the frame ends are looked for; parsing, decoding and judging a batch
 # at once costs a fraction of doing it read by read.
 WATCH_BATCH_BYTES = 4096
+# the headers of an upstream error that tell a client when (and whether) to retry
+RETRY_HEADERS = frozenset({"retry-after", "retry-after-ms", "x-should-retry"})
 # a read that ends one of these ends a frame (a blank line after LF, CRLF or CR lines)
 _FRAME_ENDS = (b"\n\n", b"\n\r\n", b"\r\r")
 
@@ -91,6 +94,8 @@ class Exchange:
         self._parser = SSEParser()
         self._decoder = wire.decoder()
         self.attempt = -1  # the upstream request being fed (SendRequest.attempt)
+        # the headers of a continuation's HTTP error a client's retry policy reads
+        self.error_headers: dict[str, str] = {}
         self._accepting = False  # False once the engine said to stop reading this response
         self._hung_up = False  # the engine closed this response before its message ended
 
@@ -132,10 +137,26 @@ class Exchange:
         request (its retry policy keys off status, headers and body), not for a continuation."""
         return status != 200 and self.attempt <= 0
 
-    def http_error(self, status: int, payload: bytes) -> Step:
-        """A continuation answered with an HTTP error status."""
-        message = payload.decode("utf-8", "replace")
-        return self.fail(UpstreamFailed("http", message, status))
+    def http_error(
+        self, status: int, payload: bytes, headers: Sequence[tuple[str, str]] = ()
+    ) -> Step:
+        """A continuation answered with an HTTP error status: the client gets it as an error
+        (its message and type as the upstream gave them; a whole answer gets its status and
+        its retry headers too)."""
+        message, error_type = payload.decode("utf-8", "replace"), None
+        try:
+            error = jsonfast.loads(payload).get("error")
+        except (ValueError, AttributeError):
+            error = None
+        if isinstance(error, dict):
+            if isinstance(error.get("message"), str):
+                message = error["message"]
+            if isinstance(error.get("type"), str):
+                error_type = error["type"]
+        self.error_headers = {
+            name.lower(): value for name, value in headers if name.lower() in RETRY_HEADERS
+        }
+        return self.fail(UpstreamFailed("http", message, status, error_type))
 
     # ------------------------------------------------------------------ feeding
 
@@ -313,7 +334,8 @@ class Exchange:
                 return 200, jsonfast.dumps(self._collector.result())
             except Malformed as err:
                 error = EmitError("malformed", f"upstream response body: {err}")
-        return 502, jsonfast.dumps(self.wire.error_body(error))
+        status = error.status if error.kind == "http" and error.status else 502
+        return status, jsonfast.dumps(self.wire.error_body(error))
 
     def gateway_error(self, message: str) -> bytes:
         """The protocol's error body for an upstream that could not be reached."""

@@ -127,7 +127,7 @@ class Rescue:
             return Answer(200, headers, chunks=driver.stream(upstream, direct))
         status, payload = await driver.whole(upstream)
         if status != 200:
-            headers = {}
+            headers = dict(exchange.error_headers)  # a failed continuation's Retry-After
         headers["content-type"] = "application/json"
         return Answer(status, headers, payload)
 

@@ -786,23 +786,24 @@ class RescueEngine:
         return []
 
     def _on_resume_failed(self, event: UpstreamFailed | ResumeTimedOut) -> list[EngineOutput]:
+        """The continuation failed: the response ends with the upstream's error (its status
+        and type kept), never as a finished answer, so the client's retry policy sees it."""
         if isinstance(event, ResumeTimedOut):
             reason = f"no response within {event.waited_ms} ms"
-            self.stats.upstream_errors.append("timeout")
+            failure = UpstreamFailed("stall", f"the continuation after a cut loop gave {reason}")
+            label = "timeout"
         else:
             status = f"HTTP {event.status}: " if event.status else ""
             reason = f"{status}{notes.shorten(event.message, 120)}"
-            self.stats.upstream_errors.append(_error_label(event))
+            failure, label = event, _error_label(event)
         self.stats.resume_failures += 1
-        out: list[EngineOutput] = [
+        self.stats.upstream_errors.append(label)
+        self.state = EngineState.DONE
+        return [
             CloseUpstream("resume failed"),
             AuditRecord("resume_failed", {"attempt": self._attempt.number, "reason": reason}),
+            EmitError(failure.kind, failure.message, failure.error_type, failure.status),
         ]
-        return (
-            out
-            + self._note(notes.resume_failed_note(reason, self.lang))
-            + self._finish("stop", None)
-        )
 
     def _attempt_tokens(self) -> int:
         """Output tokens of the current attempt: reported, or estimated from what it streamed

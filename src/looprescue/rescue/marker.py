@@ -58,16 +58,6 @@ def cap_note(rescues: int, lang: Lang) -> str:
     )
 
 
-def resume_failed_note(reason: str, lang: Lang) -> str:
-    """Visible note when the continuation request failed or produced nothing in time."""
-    if lang == "zh":
-        return f"〔回复陷入重复，已截断；自动继续失败（{reason}）。请重新提问。〕"
-    return (
-        f"〔The response started repeating itself and was cut; resuming it failed ({reason}). "
-        "Please ask again.〕"
-    )
-
-
 # a sentence ends at its mark: after whitespace in English, at once in Chinese
 _SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|(?<=[。！？：])|\n+")
 # shorter sentences of a correction are phrases an answer may well contain
