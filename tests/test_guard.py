@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from tests.test_doctor_helpers import SessionBuilder
 
-from looprescue.config import LoopRescueConfig, ToolGuardConfig
+from looprescue.config import DoctorConfig, LoopRescueConfig, ToolGuardConfig
+from looprescue.doctor import analyze_log
 from looprescue.guard import ToolGuard
 from looprescue.guard.history import HUMAN_TURN, ToolStep, anthropic_tool_history
 from looprescue.proxy.anthropic import AnthropicWire
@@ -354,3 +356,62 @@ def test_prices_per_model_glob_give_dollars() -> None:
     assert record["saved_dollars"] == round(record["saved_tokens"] * 3.0 / 1e6, 6) > 0
     other = {**body, "model": "deepseek-chat"}
     assert guard.judge(AnthropicWire(other), other).cost.price == 0.5  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- one fold, two views
+
+
+def session_events(steps: Sequence[Step | str]) -> list[dict[str, Any]]:
+    """The same steps as the DSH session log `doctor` reads."""
+    log = SessionBuilder()
+    log.start_turn()
+    log.user("Do the task.")
+    for step in steps:
+        if isinstance(step, str):
+            log.end_turn()
+            log.start_turn()
+            log.user(step)
+            continue
+        tool, arguments, result, is_error = step
+        log.tool(tool, arguments, result, is_error=is_error)
+    log.end_turn()
+    return log.events
+
+
+SAME_THRESHOLDS = DoctorConfig(repeatToolMin=5, toolCycleMinRepeats=3, toolCycleMaxWidth=5)
+
+
+@pytest.mark.parametrize("work", list(HEALTHY), ids=list(HEALTHY))
+def test_doctor_with_the_guards_thresholds_finds_no_loop_in_healthy_work(work: str) -> None:
+    signals = analyze_log(session_events(HEALTHY[work]()), options=SAME_THRESHOLDS)
+    assert [s for s in signals if s.kind in ("retry-storm", "tool-cycle")] == []
+
+
+def test_doctor_and_the_guard_measure_a_loop_alike() -> None:
+    read = ok("read", {"path": "a.txt"}, "hello")
+    make = failed("bash", {"command": "make"}, "make: *** [all] Error 1")
+    cases = {
+        ("retry-storm", "repeat:bash", "repeat"): [ok("read", {"path": "x"}, "x"), *[LS] * 7],
+        ("tool-cycle", "cycle:read>bash", "cycle"): [LS, *[read, make] * 4],
+    }
+    guard = ToolGuard(LoopRescueConfig())
+    for (kind, sub, loop_kind), steps in cases.items():
+        (signal,) = [
+            s for s in analyze_log(session_events(steps), options=SAME_THRESHOLDS) if s.kind == kind
+        ]
+        body = anthropic_body(steps)
+        verdict = guard.judge(AnthropicWire(body), body)
+        assert verdict is not None
+        assert (signal.sub, signal.metric) == (sub, verdict.loop.count)
+        assert verdict.loop.kind == loop_kind
+
+
+def test_the_stop_message_says_what_happened_in_the_conversations_language() -> None:
+    body = anthropic_body([LS] * 6)
+    verdict = ToolGuard(LoopRescueConfig()).judge(AnthropicWire(body), body)
+    assert verdict is not None and verdict.rung == "stop"
+    zh = ToolGuard(LoopRescueConfig()).stop_text(verdict, "zh")
+    assert zh.startswith("[looprescue] 已停止") and "6 次" in zh and "提示" in zh
+    unsteered = ToolGuard(LoopRescueConfig(toolGuard=ToolGuardConfig(steer=False)))
+    en = unsteered.stop_text(verdict, "en")
+    assert "6 times in a row" in en and "note" not in en  # no note was sent before
