@@ -270,8 +270,9 @@ class RescueService:
         first = step.request
         assert first is not None
         if loop is not None and loop.rung == "steer":
-            body = self.guard.steered(wire, first.body, loop, prepared.lang)
-            first = SendRequest(body, first.attempt, changed=True)
+            # the note goes to the upstream's copy only: the client's history never holds it
+            steered = self.guard.steered(wire, first.body, loop, prepared.lang)
+            first = SendRequest(steered, first.attempt, changed=True)
         if first.changed and len(raw) > LARGE_BODY_BYTES:
             content = await anyio.to_thread.run_sync(driver.content_of, first)
         else:
