@@ -28,6 +28,8 @@ MEANINGS = {
     " message of the conversation is Chinese (for `clean`: when the kept text is), else English."
     " Japanese and Korean text gets English: the judgement reads the script, not only the"
     " ideographs.",
+    "keepBackups": "Backups `clean` and `repair` keep of one session log; a new backup"
+    " retires the oldest beyond it (`clean --undo` restores them newest first).",
     "maxConsecutiveRescues": "Resumes in a row per conversation; past it a looping response is"
     " cut and ends with a visible note. A response without a loop resets the count.",
     "stallCalls": "After this many reasoning-only responses in a row, the next request of the"

@@ -169,14 +169,14 @@ def test_session_vanishing_during_a_scan(tmp_path, monkeypatch):
     data = tmp_path / "sessions"
     gone = install_session(data, "a_reasoning_loop")
     install_session(data, "b_verbatim_cycle")
-    real = scan_module.find_session_logs
+    real = scan_module.session_logs
 
-    def listing_then_vanish(paths):
-        logs = real(paths)
+    def listing_then_vanish(refs, data_dir):
+        logs = real(refs, data_dir)
         shutil.rmtree(gone.parent)  # deleted after it was listed, before it is read
         return logs
 
-    monkeypatch.setattr(scan_module, "find_session_logs", listing_then_vanish)
+    monkeypatch.setattr(scan_module, "session_logs", listing_then_vanish)
     result = run("scan", data)
     assert result.exit_code == 2
     assert f"error: {gone}: file not found" in result.stderr

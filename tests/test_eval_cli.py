@@ -132,5 +132,8 @@ def test_near_copies_released_before_the_rule_fired_count_as_shown_not_kept(tmp_
     fields = {"id": "near", "label": "loop", "channel": "text", "text": text}
     corpus.write_text(json.dumps({**fields, "onset": len(story), "kind": "verbatim"}) + "\n")
     result = _run("eval", str(corpus))
+    assert result.returncode == 0, result.stdout  # judged right: it is a loop, and it fired
+    assert "1 with loop text beyond one copy" in result.stderr
+    result = _run("eval", str(corpus), "--strict")
     assert result.returncode == 1, result.stdout  # nothing kept, but the client saw it
     assert "loop text a client saw beyond one copy" in result.stdout

@@ -105,8 +105,10 @@ def _argument_name(param: Any) -> str:
 
 app = typer.Typer(
     name="looprescue",
-    no_args_is_help=True,
-    add_completion=False,
+    # bare `looprescue` prints the help and exits 0 (the callback does it: typer's
+    # no_args_is_help exits 2, as for a usage error)
+    invoke_without_command=True,
+    add_completion=True,
     pretty_exceptions_enable=False,
     # plain help text: reflowed paragraphs, \b blocks kept as written, no type labels
     rich_markup_mode=None,
@@ -117,8 +119,11 @@ app = typer.Typer(
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     debug: bool = typer.Option(
-        False, "--debug", help="On an internal error, print the full traceback too."
+        False,
+        "--debug",
+        help="On an internal error, print the full traceback too (also after the command).",
     ),
 ) -> None:
     """Stop repetition loops of reasoning models, live and in DSH session logs.
@@ -138,7 +143,10 @@ def _options(
     done), 1 something found (scan, doctor), 2 unreadable input or a bad config, 3 a bug in
     looprescue.
     """
-    Settings.debug = debug or bool(os.environ.get("LOOPRESCUE_DEBUG"))
+    Settings.debug = Settings.debug or debug or bool(os.environ.get("LOOPRESCUE_DEBUG"))
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 
 # Each module defines ``register(app)``; keeping the list here makes the CLI's surface visible
@@ -162,8 +170,24 @@ for _info in app.registered_commands:
         _info.cls = _Command
 
 
+def take_debug_flag(args: list[str]) -> list[str]:
+    """``args`` without ``--debug``, wherever it stands before a ``--``; Settings.debug is
+    set when there was one. The crash line says "run again with --debug", and a user adds it
+    at the end of the line they ran."""
+    if "--" in args:
+        end = args.index("--")
+        head, tail = args[:end], args[end:]
+    else:
+        head, tail = args, []
+    if "--debug" not in head:
+        return args
+    Settings.debug = True
+    return [arg for arg in head if arg != "--debug"] + tail
+
+
 def main() -> None:
-    app(prog_name="looprescue")  # also when run as `python -m looprescue`
+    # also when run as `python -m looprescue`
+    app(args=take_debug_flag(sys.argv[1:]), prog_name="looprescue")
 
 
 if __name__ == "__main__":

@@ -169,6 +169,8 @@ class LoopRescueConfig(_Strict):
     watch: Watch = "both"
     marker: bool = True
     language: Language = "auto"
+    # backups `clean` and `repair` keep of one session log (the oldest go first)
+    keepBackups: int = Field(5, ge=1, le=10_000)
     maxConsecutiveRescues: int = Field(3, ge=0, le=1000)
     stallCalls: int = Field(3, ge=0, le=1000)
     stallMinReasoningChars: int = Field(1024, ge=0, le=100_000_000)

@@ -14,13 +14,21 @@ from rich.progress import Progress
 from looprescue.commands.common import (
     EXIT_OK,
     EXIT_UNREADABLE,
+    SESSION_HELP,
     SET_HELP,
     busy,
     byte_progress,
     crash_line,
+    data_option,
+    emit,
+    error_record,
+    note,
+    one_log,
     parse_settings,
+    plural,
     report_warnings,
     session_progress,
+    summary,
 )
 from looprescue.config import load_config
 from looprescue.dsh import (
@@ -32,7 +40,6 @@ from looprescue.dsh import (
     is_locked_by_dsh,
     open_log,
     resolve_data_dir,
-    resolve_session,
 )
 from looprescue.dsh.backup import backup_path_for, older_backups, restore_backup
 from looprescue.dsh.clean import CleanPlan, plan_clean
@@ -98,12 +105,12 @@ def _looping_sessions(data_dir: Path, cfg) -> list[tuple[Path, str, float, int]]
                     if f.kind == "loop" and f.source == "message"
                 )
             except SessionError as exc:
-                typer.echo(f"warning: skipping unreadable session: {exc}", err=True)
+                note(f"warning: skipping unreadable session: {exc}")
                 continue
             except BrokenPipeError:
                 raise
             except Exception as exc:
-                typer.echo(f"warning: skipping a session: {crash_line(exc, log_path)}", err=True)
+                note(f"warning: skipping a session: {crash_line(exc, log_path)}")
                 continue
             if loops:
                 found.append((log_path, log.session_id, last[0], loops))
@@ -134,17 +141,10 @@ def clean_command(
     session: str | None = typer.Argument(
         None,
         metavar="SESSION",
-        help="Session id (or a unique prefix), session dir or log. Omit it to pick from a "
-        "list of the sessions with loops.",
+        help=SESSION_HELP + " Omit it to pick from a list of the sessions with loops.",
         show_default=False,
     ),
-    data: Path | None = typer.Option(
-        None,
-        "--data",
-        metavar="DIR",
-        help="Data dir (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
-        readable=False,
-    ),
+    data: Path | None = data_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     undo: bool = typer.Option(False, "--undo", help="Restore the session's last backup."),
@@ -197,14 +197,16 @@ def clean_command(
                 raise typer.Exit(EXIT_OK)
             log_path = picked
         else:
-            log_path = resolve_session(session, data_dir)
+            log_path = one_log(session, data)
         if undo:
             _undo(log_path, data_dir, force, yes)
         else:
             _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output)
     except LoopRescueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        typer.echo("nothing was written", err=True)
+        note(f"error: {exc}")
+        if json_output:
+            emit(orjson.dumps(error_record(exc)).decode())
+        summary("nothing was written")
         raise typer.Exit(EXIT_UNREADABLE) from None
 
 
@@ -218,17 +220,24 @@ def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
         if is_locked_by_dsh(log_path.parent):
             typer.echo("note: DSH holds this session right now; a real clean would refuse")
         typer.echo("dry run: nothing was written")
+        summary(
+            f"1 session, {plural(len(plan.changes), 'message')} to cut, "
+            f"{plan.removed_chars:,} chars (dry run: nothing was written)"
+        )
         return
     ensure_editable(open_log(log_path))  # before the lock: a legacy dir gets no lock file
     warn = lambda message: typer.echo(message, err=True)  # noqa: E731
-    with SessionEditor(log_path, data_dir=data_dir, force=force, warn=warn) as editor:
+    with SessionEditor(
+        log_path, data_dir=data_dir, force=force, warn=warn, keep_backups=cfg.keepBackups
+    ) as editor:
         log = open_log(log_path)
         plan = _plan(log, cfg, language)
         _show(plan, json_output)
         if not plan.changes:
+            summary("1 session, no loops to cut: nothing was written")
             return
         if not yes and not typer.confirm("Apply these changes?", default=False):
-            typer.echo("cancelled: nothing was written")
+            summary("cancelled: nothing was written")
             return
         with busy(Console(stderr=True), "backing up, writing and verifying the log"):
             backup = editor.backup()
@@ -241,6 +250,10 @@ def _clean(log_path, data_dir, cfg, dry_run, yes, force, json_output) -> None:
             editor.commit(writer, verify_line_edits(log, plan.replacements))
     typer.echo(f"cleaned {log_path} ({plan.removed_chars} chars removed); backup: {backup}")
     typer.echo(f"undo with: looprescue clean --undo {log_path}")
+    summary(
+        f"1 session cleaned: {plural(len(plan.changes), 'message')} cut, "
+        f"{plan.removed_chars:,} chars removed"
+    )
 
 
 def _plan(log, cfg, language: Language) -> CleanPlan:
@@ -303,3 +316,4 @@ def _undo(log_path: Path, data_dir: Path, force: bool, yes: bool) -> None:
         editor.check_unchanged()
         restore_backup(log_path, backup)
     typer.echo(f"restored {log_path}")
+    summary(f"1 session restored from {backup}")

@@ -3,6 +3,7 @@ warnings and crashes are reported."""
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -26,13 +27,117 @@ from rich.progress import (
 )
 
 from looprescue.config import NULL, ConfigError
-from looprescue.dsh import SessionError
+from looprescue.dsh import (
+    SessionAccessError,
+    SessionError,
+    find_session_logs,
+    resolve_data_dir,
+    resolve_session,
+)
 
 SET_HELP = "Set one config key, e.g. detector.poolWindow=40 (repeatable)."
 
 # 1 means "found something" (a loop, a detour), never "failed": a script can rely on it.
 EXIT_OK, EXIT_FOUND, EXIT_UNREADABLE, EXIT_BUG = 0, 1, 2, 3
 REPORT_TO = "the looprescue issue tracker"
+
+
+# The one grammar of session references, the same in every command that reads sessions.
+SESSIONS_HELP = (
+    "Session logs, session dirs, data dirs, session ids or unique id prefixes "
+    "(default: every session in the data dir)."
+)
+SESSION_HELP = "Session id (or a unique prefix), session dir or log."
+DATA_HELP = (
+    "Data dir: where session ids are looked up, and what is read when no session is named "
+    "(default: $DSH_HOME/sessions, else ~/.dsh/sessions)."
+)
+
+
+def sessions_argument(help: str = SESSIONS_HELP) -> Any:
+    return typer.Argument(
+        None,
+        metavar="SESSION",
+        help=help,
+        show_default=False,
+    )
+
+
+def data_option() -> Any:
+    return typer.Option(None, "--data", metavar="DIR", help=DATA_HELP, readable=False)
+
+
+def session_logs(refs: list[str] | None, data: Path | None) -> list[Path]:
+    """The logs named by ``refs``, each a path (log, session dir or data dir) or a session id
+    or unique id prefix looked up under the data dir; every session in the data dir when
+    ``refs`` is empty. Raises SessionError naming the reference that fails."""
+    data_dir = resolve_data_dir(data)
+    if not refs:
+        return find_session_logs([data_dir])
+    found: list[Path] = []
+    seen: set[str] = set()
+    for ref in refs:
+        if os.path.lexists(Path(ref).expanduser()):
+            logs = find_session_logs([ref])
+        else:
+            logs = [resolve_session(ref, data_dir)]
+        for log in logs:
+            key = os.path.realpath(log)
+            if key not in seen:
+                seen.add(key)
+                found.append(log)
+    return found
+
+
+def one_log(ref: str, data: Path | None) -> Path:
+    """The one log a single-session command (clean, repair) works on."""
+    logs = session_logs([ref], data)
+    if len(logs) != 1:
+        raise SessionAccessError(
+            f"expected one session here, found {len(logs)}; name a session directory or id",
+            path=ref,
+        )
+    return logs[0]
+
+
+def error_record(exc: Exception) -> dict[str, Any]:
+    """An error as a --json record."""
+    if isinstance(exc, SessionError):
+        return exc.to_dict()
+    return {"kind": "error", "path": None, "message": str(exc)}
+
+
+def emit(line: str) -> None:
+    """One line of results on stdout. Through ``sys.stdout`` as it is now, so that while a
+    progress bar shows (and has put a proxy there) the bar is cleared before the line and
+    drawn again below it; click's echo keeps the stream it first saw and would print the
+    line glued to the bar."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def note(line: str) -> None:
+    """One line for people on stderr (warnings, errors, the summary), as ``emit`` does."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def summary(text: str) -> None:
+    """The one line every command ends with on stderr, e.g. ``13 sessions, 6 loops in 5``."""
+    sys.stdout.flush()  # after every result, also when both go to one terminal
+    note(text)
+
+
+def plural(count: int, word: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def counted(count: int, word: str, sessions: int) -> str:
+    """``6 loops in 5`` (sessions), ``no loops``."""
+    if not count:
+        return f"no {word}s"
+    return f"{plural(count, word)} in {sessions}"
 
 
 class Settings:
@@ -96,18 +201,18 @@ def parse_settings(items: list[str] | None) -> dict[str, Any]:
 
 def report_session_error(exc: SessionError, json_output: bool) -> None:
     """On stderr for people; with --json also as a record on stdout."""
-    typer.echo(f"error: {exc}", err=True)
+    note(f"error: {exc}")
     if json_output:
-        typer.echo(orjson.dumps(exc.to_dict()).decode())
+        emit(orjson.dumps(exc.to_dict()).decode())
 
 
 def report_warnings(path: Path, warnings: list[str]) -> None:
     """What a reader tolerated in one log (and how many more it did not list)."""
     for warning in warnings:
-        typer.echo(f"warning: {path}: {warning}", err=True)
+        note(f"warning: {path}: {warning}")
     dropped = getattr(warnings, "dropped", 0)
     if dropped:
-        typer.echo(f"warning: {path}: {dropped} more warnings not shown", err=True)
+        note(f"warning: {path}: {dropped} more warnings not shown")
 
 
 def crash_line(exc: BaseException, path: Path | None = None) -> str:
@@ -132,13 +237,13 @@ def report_crash(exc: BaseException, path: Path | None = None) -> None:
     """Report a bug: one line, plus the traceback with --debug."""
     if Settings.debug:
         traceback.print_exception(type(exc), exc, exc.__traceback__)
-    typer.echo(crash_line(exc, path), err=True)
+    note(crash_line(exc, path))
 
 
 def one_session(path: Path, json_output: bool, work: Callable[[], int]) -> int:
     """Run ``work`` for one session of a multi-session command and return its exit code.
     Unreadable input is reported (2), a bug is reported as one line (3); either way the
-    caller goes on with the next session."""
+    caller goes on with the next session. With --json each is a record on stdout too."""
     try:
         return work()
     except SessionError as exc:
@@ -148,6 +253,9 @@ def one_session(path: Path, json_output: bool, work: Callable[[], int]) -> int:
         raise
     except Exception as exc:
         report_crash(exc, path)
+        if json_output:
+            record = {"kind": "error", "path": str(path), "message": crash_line(exc, path)}
+            emit(orjson.dumps({**record, "bug": True}).decode())
         return EXIT_BUG
 
 

@@ -19,17 +19,24 @@ from looprescue.commands.common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     SET_HELP,
+    counted,
+    data_option,
+    emit,
     one_session,
     parse_settings,
+    plural,
     report_session_error,
     report_warnings,
+    session_logs,
     session_progress,
+    sessions_argument,
+    summary,
     worst,
 )
 from looprescue.config import ConfigError, DoctorConfig, load_config
 from looprescue.doctor import DetourSignal, SessionAnalysis, analyze_log
 from looprescue.doctor.tail import SessionTail
-from looprescue.dsh import SessionError, find_session_logs, open_log, resolve_data_dir
+from looprescue.dsh import SessionError, open_log
 
 EXIT_CLEAN, EXIT_SIGNALS = EXIT_OK, EXIT_FOUND
 
@@ -39,28 +46,20 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor_command(
-    paths: list[Path] | None = typer.Argument(
-        None,
-        metavar="PATH",
-        help="Session logs, session dirs or data dirs (default: the data dir).",
-        show_default=False,
+    sessions: list[str] | None = sessions_argument(),
+    data: Path | None = data_option(),
+    json_output: bool = typer.Option(
+        False, "--json", help="One JSON object per signal (errors too, as records)."
     ),
-    data: Path | None = typer.Option(
-        None,
-        "--data",
-        metavar="DIR",
-        help="Data dir when no PATH is given (default: $DSH_HOME/sessions, else ~/.dsh/sessions).",
-    ),
-    json_output: bool = typer.Option(False, "--json", help="One JSON object per signal."),
     config: Path | None = typer.Option(
         None, "--config", metavar="FILE", help="YAML config (doctor.* keys)."
     ),
     settings: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP),
-    follow: Path | None = typer.Option(
+    follow: str | None = typer.Option(
         None,
         "--follow",
         metavar="SESSION",
-        help="Follow one live session (log or session dir) until Ctrl-C.",
+        help="Follow one live session (id, log or session dir) until Ctrl-C.",
     ),
     interval: float = typer.Option(
         0.5, "--interval", min=0.01, metavar="SECONDS", help="Time between polls with --follow."
@@ -77,7 +76,7 @@ def doctor_command(
     \b
     Examples:
       looprescue doctor                        every session in the data dir
-      looprescue doctor SESSION_DIR --json     one JSON object per signal
+      looprescue doctor 858d60ce --json        one session by id prefix, a JSON object per signal
       looprescue doctor --follow SESSION_DIR   a live session, signals as its turns end
 
     Exit code 1 when any signal is found, 0 when none, 2 when some input cannot be read (the
@@ -90,36 +89,48 @@ def doctor_command(
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_UNREADABLE) from None
     if follow is not None:
-        if paths:
-            err.print("[red]error:[/red] give either PATH... or --follow SESSION, not both")
+        if sessions:
+            err.print("[red]error:[/red] give either SESSION... or --follow SESSION, not both")
             raise typer.Exit(EXIT_UNREADABLE)
-        raise typer.Exit(_follow(follow, options, json_output, interval, err))
-    inputs = list(paths) if paths else [resolve_data_dir(data)]
-    raise typer.Exit(_diagnose(inputs, options, json_output, err))
+        raise typer.Exit(_follow(follow, data, options, json_output, interval, err))
+    raise typer.Exit(_diagnose(sessions, data, options, json_output, err))
 
 
 # -- finished logs ------------------------------------------------------------------------------
 
 
-def _diagnose(paths: list[Path], options: DoctorConfig, json_output: bool, err: Console) -> int:
+def _diagnose(
+    sessions: list[str] | None,
+    data: Path | None,
+    options: DoctorConfig,
+    json_output: bool,
+    err: Console,
+) -> int:
     try:
-        logs = find_session_logs(paths)
+        logs = session_logs(sessions, data)
     except SessionError as exc:
         report_session_error(exc, json_output)
         return EXIT_UNREADABLE
     out = Console(highlight=False)
     codes = []
+    found: list[int] = []  # signals per session with any
     with session_progress(err, "diagnosing", show=len(logs) > 1) as progress:
         task = progress.add_task("doctor", total=len(logs))
         for path in logs:
-            work = lambda p=path: _diagnose_one(p, options, json_output, out, err)  # noqa: E731
+            work = lambda p=path: _diagnose_one(p, options, json_output, out, err, found)  # noqa: E731
             codes.append(one_session(path, json_output, work))
             progress.advance(task)
+    summary(f"{plural(len(logs), 'session')}, {counted(sum(found), 'detour signal', len(found))}")
     return worst(codes)
 
 
 def _diagnose_one(
-    path: Path, options: DoctorConfig, json_output: bool, out: Console, err: Console
+    path: Path,
+    options: DoctorConfig,
+    json_output: bool,
+    out: Console,
+    err: Console,
+    found: list[int],
 ) -> int:
     """One session's signals; its exit code."""
     log = open_log(path)
@@ -133,9 +144,11 @@ def _diagnose_one(
         err.print(f"[yellow]note:[/yellow] {escape(str(log.torn_tail))}; read up to it")
     if json_output:
         for signal in signals:
-            typer.echo(_json_line(signal, path))
+            emit(_json_line(signal, path))
     else:
         _print_session(out, log.session_id, path, signals)
+    if signals:
+        found.append(len(signals))
     return EXIT_SIGNALS if signals else EXIT_CLEAN
 
 
@@ -145,14 +158,15 @@ def _json_line(signal: DetourSignal, path: Path) -> str:
 
 def _print_session(out: Console, session_id: str, path: Path, signals: list[DetourSignal]) -> None:
     if not signals:
-        out.print(f"[green]no detours[/green]  {escape(session_id)}  ({escape(str(path))})")
+        _print(out, f"[green]no detours[/green]  {escape(session_id)}  ({escape(str(path))})")
         return
     table = Table(title=f"{session_id}\n{path}", title_justify="left", show_lines=False)
-    table.add_column("kind", style="bold")
+    # at 80 columns the explanation gets the room: kinds and seqs wrap in narrow columns
+    table.add_column("kind", style="bold", max_width=16)
     table.add_column("turn", justify="right")
     table.add_column("metric", justify="right")
-    table.add_column("explanation")
-    table.add_column("evidence seqs")
+    table.add_column("explanation", ratio=1, min_width=24)
+    table.add_column("evidence seqs", max_width=14)
     for detour in signals:
         table.add_row(
             escape(_kind(detour)),
@@ -161,7 +175,15 @@ def _print_session(out: Console, session_id: str, path: Path, signals: list[Deto
             escape(detour.explanation),
             _seqs(detour.evidence),
         )
-    out.print(table)
+    _print(out, table)
+
+
+def _print(out: Console, renderable: object) -> None:
+    """Render with ``out``'s width and colours, then write it as ``emit`` does (a progress bar
+    on the same terminal is cleared first)."""
+    with out.capture() as captured:
+        out.print(renderable)
+    emit(captured.get().rstrip("\n"))
 
 
 def _kind(detour: DetourSignal) -> str:
@@ -176,10 +198,15 @@ def _seqs(evidence: tuple[int, ...]) -> str:
 
 
 def _follow(
-    target: Path, options: DoctorConfig, json_output: bool, interval: float, err: Console
+    target: str,
+    data: Path | None,
+    options: DoctorConfig,
+    json_output: bool,
+    interval: float,
+    err: Console,
 ) -> int:
     try:
-        logs = find_session_logs([target])
+        logs = session_logs([target], data)
         if len(logs) != 1:
             err.print(
                 f"[red]error:[/red] {escape(str(target))}: --follow needs one session, "

@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import orjson
 import typer
 from rich.console import Console
 
@@ -15,15 +16,21 @@ from looprescue.commands.common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     SET_HELP,
+    data_option,
+    emit,
+    note,
     parse_settings,
+    plural,
     report_crash,
+    report_session_error,
+    session_logs,
     session_progress,
+    sessions_argument,
+    summary,
     worst,
 )
 from looprescue.config import ConfigError, load_config
-from looprescue.dsh import SessionError, find_session_logs, resolve_data_dir
-from looprescue.report import SessionReport, build_session, render_report
-from looprescue.report.render import plural
+from looprescue.dsh import SessionError
 
 
 def register(app: typer.Typer) -> None:
@@ -31,17 +38,15 @@ def register(app: typer.Typer) -> None:
 
 
 def report_command(
-    paths: list[Path] | None = typer.Argument(
-        None,
-        metavar="PATH",
-        help="Session files, session dirs or data dirs (default: the data dir).",
-        show_default=False,
-    ),
+    sessions: list[str] | None = sessions_argument(),
     output: Path = typer.Option(
         Path("report.html"), "--output", "-o", metavar="FILE", help="Where to write the page."
     ),
-    data: Path | None = typer.Option(
-        None, "--data", metavar="DIR", help="Data dir used when no PATH is given."
+    data: Path | None = data_option(),
+    json_output: bool = typer.Option(
+        False,
+        "--json",
+        help="Also print what the page shows, one JSON object per session (errors too).",
     ),
     config: Path | None = typer.Option(
         None, "--config", metavar="FILE", help="YAML config (detector.* and doctor.* keys)."
@@ -63,12 +68,18 @@ def report_command(
     Exit code 0 when the page is written, 2 when some input cannot be read (the page lists
     it) or the page cannot be written, 3 on a bug in looprescue.
     """
+    from looprescue.report import SessionReport, build_session, render_report
+
     err = Console(stderr=True)
     try:
         cfg = load_config(config, parse_settings(settings))
-        logs = find_session_logs(list(paths) if paths else [resolve_data_dir(data)])
-    except (ConfigError, SessionError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+    except ConfigError as exc:
+        note(f"error: {exc}")
+        raise typer.Exit(EXIT_UNREADABLE) from None
+    try:
+        logs = session_logs(sessions, data)
+    except SessionError as exc:
+        report_session_error(exc, json_output)
         raise typer.Exit(EXIT_UNREADABLE) from None
     reports: list[SessionReport] = []
     codes: list[int] = []
@@ -79,7 +90,7 @@ def report_command(
                 reports.append(build_session(path, cfg))
                 codes.append(EXIT_OK)
             except SessionError as exc:
-                typer.echo(f"error: {exc}", err=True)
+                report_session_error(exc, json_output)
                 reports.append(SessionReport(str(path), error=str(exc)))
                 codes.append(EXIT_UNREADABLE)
             except BrokenPipeError:
@@ -89,17 +100,20 @@ def report_command(
                 reports.append(SessionReport(str(path), error="internal error (see stderr)"))
                 codes.append(EXIT_BUG)
             progress.advance(task)
+    if json_output:
+        for report in reports:
+            if not report.error:
+                emit(orjson.dumps(report.to_record()).decode())
     try:
         write_atomically(output, render_report(reports))
     except OSError as exc:
-        typer.echo(f"error: {output}: cannot write the report: {exc.strerror or exc}", err=True)
+        note(f"error: {output}: cannot write the report: {exc.strerror or exc}")
         raise typer.Exit(EXIT_UNREADABLE) from None
     loops = sum(r.loops_total for r in reports)
     signals = sum(r.signals_total for r in reports)
-    typer.echo(
+    summary(
         f"wrote {output}: {plural(len(reports), 'session')}, {plural(loops, 'loop')}, "
-        f"{plural(signals, 'detour signal')}",
-        err=True,
+        f"{plural(signals, 'detour signal')}"
     )
     raise typer.Exit(worst(codes))
 

@@ -2,8 +2,12 @@
 
 Layout: ``<DSH home>/sessions-loop-rescue-backup/<path relative to the sessions dir>``, i.e. a
 sibling of the ``sessions`` data dir, so neither DSH nor a recursive scan mistakes it for a
-session. The newest backup always sits at that path; older ones are kept beside it with a
-``.<UTC timestamp>`` suffix and come back one by one on repeated undo.
+session. A session outside the data dir goes by its own data dir when it lies in DSH's
+layout (``<data dir>/--<project>--/<session>/``), else gets its backups beside it, in a
+``sessions-loop-rescue-backup`` dir next to its session dir (a recursive scan skips that name
+too). The newest backup always sits at that path; older ones are kept beside it with a
+``.<UTC timestamp>`` suffix and come back one by one on repeated undo, up to ``keepBackups``
+in all.
 """
 
 from __future__ import annotations
@@ -25,17 +29,30 @@ def backup_path_for(log_path: Path, data_dir: Path | None = None) -> Path:
     log_path = Path(os.path.abspath(log_path))
     if data_dir is not None:
         data_dir = Path(os.path.abspath(data_dir))
-        if log_path.is_relative_to(data_dir):
+        if log_path.is_relative_to(data_dir) and log_path.parent != data_dir:
             return data_dir.parent / BACKUP_DIR_NAME / log_path.relative_to(data_dir)
     session_dir = log_path.parent
     project_dir = session_dir.parent
-    return (
-        project_dir.parent.parent
-        / BACKUP_DIR_NAME
-        / project_dir.name
-        / session_dir.name
-        / (log_path.name)
-    )
+    if _is_project_key(project_dir.name):
+        # DSH's layout, <data dir>/--<project>--/<session>/: that data dir's sibling
+        return (
+            project_dir.parent.parent
+            / BACKUP_DIR_NAME
+            / project_dir.name
+            / session_dir.name
+            / log_path.name
+        )
+    return project_dir / BACKUP_DIR_NAME / session_dir.name / log_path.name
+
+
+def _is_project_key(name: str) -> bool:
+    return len(name) > 4 and name.startswith("--") and name.endswith("--")
+
+
+def edit_lock_path(log_path: Path, data_dir: Path | None = None) -> Path:
+    """Where looprescue's own lock on a session lives: beside the session's backups."""
+    backup = backup_path_for(log_path, data_dir)
+    return backup.with_name(f".{backup.name}.looprescue.lock")
 
 
 def file_digest(path: Path) -> str:
@@ -46,7 +63,7 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def make_backup(log_path: Path, backup: Path) -> Path:
+def make_backup(log_path: Path, backup: Path, keep: int | None = None) -> Path:
     """Copy ``log_path`` to ``backup`` and check the copy; an older backup at that path is
     rotated aside first. The copy is complete and checked before anything is renamed, so a
     kill at any point leaves every earlier backup where it was (and at most a temp file the
@@ -74,6 +91,10 @@ def make_backup(log_path: Path, backup: Path) -> Path:
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
+        if keep is not None:
+            # the new backup and the keep - 1 newest older ones stay
+            for old in older_backups(backup)[max(keep - 1, 0) :]:
+                old.unlink(missing_ok=True)
     except OSError as err:
         raise SessionAccessError(
             f"cannot write the backup: {err.strerror or err}", path=err.filename or backup
@@ -86,7 +107,11 @@ def older_backups(backup: Path) -> list[Path]:
     if not backup.parent.is_dir():
         return []
     prefix = backup.name + "."
-    found = [p for p in backup.parent.iterdir() if p.name.startswith(prefix) and p.suffix != ".tmp"]
+    found = [
+        p
+        for p in backup.parent.iterdir()
+        if p.name.startswith(prefix) and p.suffix not in (".tmp", ".lock")
+    ]
     return sorted(found, key=lambda p: p.name, reverse=True)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from looprescue.dsh.errors import NoSessionsError, SessionAccessError
+from looprescue.dsh.errors import NoSessionsError, SessionAccessError, SessionError
 from looprescue.dsh.lines import access_error, not_regular
 from looprescue.dsh.lock import is_locked_by_dsh
 from looprescue.dsh.log import LOG_FILE_NAMES, open_log
@@ -180,9 +180,15 @@ def summarize_session(log_path: Path) -> SessionSummary:
     )
 
 
+ID_PREFIX = "session-"
+
+
 def resolve_session(arg: str | Path, data_dir: Path) -> Path:
     """The log file for a SESSION argument: a log file, a session dir, or a session id (or a
-    unique prefix of one) looked up under ``data_dir``."""
+    unique prefix of one, with or without ``session-``) looked up under ``data_dir``.
+
+    An id is matched against the session dirs' names first (DSH names a dir after its
+    session), then against the ids in the logs' headers (a copied or renamed dir)."""
     path = Path(arg).expanduser()
     if os.path.lexists(path):
         logs = find_session_logs([path])
@@ -197,15 +203,58 @@ def resolve_session(arg: str | Path, data_dir: Path) -> Path:
         raise SessionAccessError(
             f"no such file, and no data directory to look up session {name!r} in", path=data_dir
         )
-    matches = [log for log in _logs_under(data_dir) if log.parent.name.startswith(name)]
-    exact = [log for log in matches if log.parent.name == name]
-    if len(exact) == 1:
-        return exact[0]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
+    logs = _logs_under(data_dir)
+    found = _match_id(name, [(log, log.parent.name) for log in logs])
+    if found is None:
+        found = _match_id(name, [(log, _header_id(log)) for log in logs])
+    if found is None:
         raise SessionAccessError(f"no session {name!r} in this data directory", path=data_dir)
-    raise SessionAccessError(
-        f"session {name!r} is ambiguous ({len(matches)} matches); give more of the id",
-        path=data_dir,
-    )
+    if len(found) > 1:
+        raise SessionAccessError(
+            f"session {name!r} is ambiguous ({len(found)} matches); give more of the id",
+            path=data_dir,
+        )
+    return found[0]
+
+
+def _match_id(name: str, candidates: list[tuple[Path, str]]) -> list[Path] | None:
+    """The logs whose id is ``name`` (then: starts with it), or None when none is."""
+    wanted = name if name.startswith(ID_PREFIX) else ID_PREFIX + name
+    for test in (
+        lambda ident: ident in (name, wanted),
+        lambda ident: ident.startswith(name) or ident.startswith(wanted),
+    ):
+        hits = [log for log, ident in candidates if ident and test(ident)]
+        if hits:
+            return hits
+    return None
+
+
+def _header_id(log: Path) -> str:
+    try:
+        return str(open_log(log).header.get("id", ""))
+    except SessionError:
+        return ""  # an unreadable log is reported when it is named, not while searching
+
+
+def short_ids(ids: Iterable[str], least: int = 8) -> dict[str, str]:
+    """Each id shortened to the shortest prefix, without ``session-`` and at least ``least``
+    chars, that no other id in ``ids`` shares: what a narrow table shows and every command
+    accepts back."""
+    bare = {ident: ident.removeprefix(ID_PREFIX) for ident in ids}
+    ordered = sorted(set(bare.values()))
+    position = {core: at for at, core in enumerate(ordered)}
+    out = {}
+    for ident, core in bare.items():
+        at = position[core]
+        length = least
+        # in sorted order, the longest prefix shared with any id is shared with a neighbour
+        neighbours = ordered[max(at - 1, 0) : at] + ordered[at + 1 : at + 2]
+        for other in neighbours:
+            common = next(
+                (i for i, (a, b) in enumerate(zip(core, other, strict=False)) if a != b),
+                min(len(core), len(other)),
+            )
+            length = max(length, common + 1)
+        out[ident] = core[:length]
+    return out

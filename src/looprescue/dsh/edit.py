@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from looprescue.dsh.backup import backup_path_for, make_backup
+from looprescue.dsh.backup import backup_path_for, edit_lock_path, make_backup
 from looprescue.dsh.decoder import Line
 from looprescue.dsh.errors import (
     SessionChangedError,
@@ -20,7 +20,13 @@ from looprescue.dsh.errors import (
     SessionLockedError,
 )
 from looprescue.dsh.lines import decode_file, iter_lines, open_regular
-from looprescue.dsh.lock import CAN_LOCK, SessionLock, file_signature, is_locked_by_dsh
+from looprescue.dsh.lock import (
+    CAN_LOCK,
+    EditLock,
+    SessionLock,
+    file_signature,
+    is_locked_by_dsh,
+)
 from looprescue.dsh.log import SessionLog, open_log
 from looprescue.dsh.prune import stream_problems
 from looprescue.dsh.writer import LogWriter, remove_stale_temps
@@ -46,21 +52,27 @@ class SessionEditor:
         data_dir: Path | None = None,
         force: bool = False,
         warn: Callable[[str], None] = lambda message: None,
+        keep_backups: int | None = None,
     ) -> None:
         self.log_path = Path(log_path)
         self.data_dir = data_dir
         self.force = force
         self.warn = warn
+        self.keep_backups = keep_backups
         self._lock: SessionLock | None = None
+        self._own_lock: EditLock | None = None
         self._signature: tuple[int, int, int] | None = None
         self.backup_path: Path | None = None
 
     def __enter__(self) -> SessionEditor:
         session_dir = self.log_path.parent
+        # another looprescue first: --force is about DSH, never about two edits at once
+        self._own_lock = EditLock(edit_lock_path(self.log_path, self.data_dir)).acquire()
         try:
             self._lock = SessionLock(session_dir).acquire()
         except SessionLockedError:
             if not self.force:
+                self._own_lock.release()
                 raise
             if CAN_LOCK:
                 self.warn(
@@ -83,6 +95,8 @@ class SessionEditor:
     def __exit__(self, *exc: object) -> None:
         if self._lock is not None:
             self._lock.release()
+        if self._own_lock is not None:
+            self._own_lock.release()
 
     def check_unchanged(self) -> None:
         """Refuse if the log changed since we started (a live writer we could not lock out)."""
@@ -94,7 +108,9 @@ class SessionEditor:
 
     def backup(self) -> Path:
         self.check_unchanged()
-        self.backup_path = make_backup(self.log_path, backup_path_for(self.log_path, self.data_dir))
+        self.backup_path = make_backup(
+            self.log_path, backup_path_for(self.log_path, self.data_dir), keep=self.keep_backups
+        )
         return self.backup_path
 
     def writer(self, encoding: str) -> LogWriter:

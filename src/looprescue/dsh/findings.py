@@ -14,6 +14,7 @@ from looprescue.dsh.narration import NarrationTracker
 from looprescue.dsh.records import Record, record_of
 from looprescue.dsh.views import AssistantMessage, Attempt, StreamEntry, text_deltas
 from looprescue.pruning import first_hit
+from looprescue.tokens import estimate_tokens, share_of
 
 CHANNEL_OF_BLOCK = {"reasoning": "reasoning", "text": "text"}
 EXCERPT_CHARS = 60
@@ -48,6 +49,11 @@ class Finding:
     excerpt: str = ""
     seqs: tuple[int, ...] = ()
     last_turn: int | None = None  # narration runs can span turns
+    # output tokens the loop text cost: the loop's share of its message's usage where the log
+    # has one (``tokens_from`` "usage"), else estimated from its chars ("chars")
+    tokens: int = 0
+    tokens_from: str = "chars"
+    model: str | None = None
 
     @property
     def is_loop(self) -> bool:
@@ -144,6 +150,7 @@ class SessionScanner:
             out.extend(self._close_step())
         self._step = step
         visible: list[str] = []
+        cost = message_cost(event, view)
         for index, block in enumerate(view.blocks):
             channel = CHANNEL_OF_BLOCK.get(block.type)
             if channel is None or block.text is None:
@@ -152,7 +159,7 @@ class SessionScanner:
             if channel == "text":
                 visible.append(text)
             hit = first_hit(text, channel, self.config)
-            finding = self._finding(event, step, "message", channel, index, text, hit)
+            finding = self._finding(event, step, "message", channel, index, text, hit, cost)
             if hit is not None:
                 self._step_message_channels.add(channel)
             out.append(finding)
@@ -169,7 +176,9 @@ class SessionScanner:
             )
         ]
 
-    def _finding(self, event, step, source, channel, index, text, hit: Hit | None) -> Finding:
+    def _finding(
+        self, event, step, source, channel, index, text, hit: Hit | None, cost=None
+    ) -> Finding:
         base = dict(
             session=self.session,
             path=self.path,
@@ -183,12 +192,20 @@ class SessionScanner:
         )
         if hit is None:
             return Finding(kind="miss", excerpt=excerpt(text), **base)
+        loop_chars = len(text) - hit.prune_offset
+        if cost is not None and cost[0] is not None:
+            tokens, tokens_from = share_of(cost[0], loop_chars, cost[1]), "usage"
+        else:
+            tokens, tokens_from = estimate_tokens(text[hit.prune_offset :]), "chars"
         return Finding(
+            tokens=tokens,
+            tokens_from=tokens_from,
+            model=cost[2] if cost is not None else None,
             kind="loop",
             rule=hit.rule,
             prune_offset=hit.prune_offset,
             loop_start=hit.loop_start,
-            loop_chars=len(text) - hit.prune_offset,
+            loop_chars=loop_chars,
             repeats=hit.repeats,
             period=hit.period,
             excerpt=excerpt(text, hit.prune_offset),
@@ -211,9 +228,30 @@ class SessionScanner:
             loop_chars=run.chars * (run.repeats - 1),
             repeats=float(run.repeats),
             excerpt=excerpt(run.text),
+            tokens=estimate_tokens(run.text) * (run.repeats - 1),
             seqs=run.seqs,
             last_turn=run.turns[-1],
         )
+
+
+def message_cost(event: dict, view: AssistantMessage) -> tuple[int | None, int, str | None]:
+    """(output tokens of the message from its usage, or None; chars of its blocks; model)."""
+    data = event.get("data") if isinstance(event.get("data"), dict) else {}
+    usage = data.get("usage")
+    output = usage.get("outputTokens") if isinstance(usage, dict) else None
+    if not isinstance(output, int) or isinstance(output, bool) or output < 0:
+        output = None
+    # what the model wrote: its text and reasoning, and the arguments of its tool calls
+    chars = sum(len(block.text or "") + len(block.arguments or "") for block in view.blocks)
+    return output, chars, message_model(data)
+
+
+def message_model(data: dict) -> str | None:
+    """The model that wrote an assistant message (``message.source.model``), if named."""
+    message = data.get("message")
+    source = message.get("source") if isinstance(message, dict) else None
+    model = source.get("model") if isinstance(source, dict) else None
+    return model if isinstance(model, str) and model else None
 
 
 def scan_records(

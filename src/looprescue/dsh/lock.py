@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -91,6 +92,75 @@ class SessionLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class EditLock:
+    """looprescue's own lock on one session, held around an edit beside DSH's lock.
+
+    It lives beside the session's backups, never in the session dir, and holds the pid of
+    the run that edits: a second looprescue on the same session is told that another
+    looprescue run holds it (not DSH), and which one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+        self._made: list[Path] = []  # dirs made for the lock, removed with it when empty
+
+    def acquire(self) -> EditLock:
+        if fcntl is None:
+            return self  # no flock here: SessionLock refuses the edit unless forced
+        try:
+            missing = self.path.parent
+            while not missing.exists() and missing != missing.parent:
+                self._made.append(missing)
+                missing = missing.parent
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        except OSError as err:
+            raise SessionAccessError(
+                f"cannot open looprescue's lock file: {err.strerror or err}", path=self.path
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            holder = _read_pid(fd)
+            os.close(fd)
+            self._made = []  # the other run's
+            if not isinstance(err, BlockingIOError):
+                raise SessionAccessError(
+                    f"cannot lock the session: {err.strerror or err}", path=self.path
+                ) from None
+            who = f" (pid {holder})" if holder else ""
+            raise SessionLockedError(
+                f"another looprescue run{who} is editing this session right now; wait for it "
+                "to finish",
+                path=self.path,
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            # removed while still held, so an edit that wrote nothing leaves nothing behind; a
+            # run that opened it meanwhile was refused, one that opens it later makes a new one
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            os.close(self._fd)
+            self._fd = None
+        for made in self._made:  # innermost first; one that holds a backup now stays
+            with contextlib.suppress(OSError):
+                made.rmdir()
+        self._made = []
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def file_signature(path: Path) -> tuple[int, int, int]:

@@ -115,6 +115,25 @@ class SessionReport:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
 
+    def to_record(self) -> dict[str, Any]:
+        """What ``report --json`` prints for the session."""
+        return {
+            "kind": "session",
+            "session": self.session_id,
+            "path": self.path,
+            "title": self.title,
+            "cwd": self.cwd,
+            "created": self.created,
+            "lastEvent": self.last_event,
+            "turns": len(self.turns),
+            "events": self.events,
+            "size": self.size,
+            "loops": self.loops_total,
+            "loopKinds": self.loop_kinds,
+            "signals": self.signals_total,
+            "signalKinds": self.signal_kinds,
+        }
+
     @property
     def loop_turns(self) -> dict[int, list[int]]:
         """Turn -> indices into ``loops`` (narration runs count for their first turn)."""
