@@ -41,12 +41,17 @@ def looping_model(upstream: ScriptedUpstream, answers: int = 12) -> None:
 # --------------------------------------------------------------------------- agents
 
 
-def anthropic_agent(client: Any, stream: bool) -> tuple[str, list[str | None]]:
+def run_tool(name: str, arguments: Any, step: int, results: Any) -> str:
+    """What the agent's tool gives back: ``results(step)``, else the same listing each time."""
+    return FILES if results is None else results(step)
+
+
+def anthropic_agent(client: Any, stream: bool, results: Any = None) -> tuple[str, list[str | None]]:
     """Run tools until the model answers without one; its last text and each answer's outcome
-    header."""
+    header. ``results``: the tool's result at each step (default: the same listing)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
     outcomes: list[str | None] = []
-    for _ in range(20):
+    for step in range(20):
         if stream:
             with client.messages.stream(model=MODEL, max_tokens=512, messages=messages) as s:
                 message = s.get_final_message()
@@ -63,15 +68,24 @@ def anthropic_agent(client: Any, stream: bool) -> tuple[str, list[str | None]]:
             return "".join(b.text for b in message.content if b.type == "text"), outcomes
         content = [block.model_dump(exclude_none=True) for block in message.content]
         messages.append({"role": "assistant", "content": content})
-        results = [{"type": "tool_result", "tool_use_id": c.id, "content": FILES} for c in calls]
-        messages.append({"role": "user", "content": results})
+        answers = [
+            {
+                "type": "tool_result",
+                "tool_use_id": c.id,
+                "content": run_tool(c.name, c.input, step, results),
+            }
+            for c in calls
+        ]
+        messages.append({"role": "user", "content": answers})
     raise AssertionError("the agent never stopped")
 
 
-def openai_agent(client: Any, stream: bool, model: str = MODEL) -> tuple[str, list[str | None]]:
+def openai_agent(
+    client: Any, stream: bool, model: str = MODEL, results: Any = None
+) -> tuple[str, list[str | None]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
     outcomes: list[str | None] = []
-    for _ in range(20):
+    for step in range(20):
         calls: dict[int, dict[str, str]] = {}
         if stream:
             chunks = client.chat.completions.create(model=model, messages=messages, stream=True)
@@ -117,7 +131,8 @@ def openai_agent(client: Any, stream: bool, model: str = MODEL) -> tuple[str, li
             }
         )
         for c in calls.values():
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": FILES})
+            content = run_tool(c["name"], c["args"], step, results)
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": content})
     raise AssertionError("the agent never stopped")
 
 
@@ -246,6 +261,43 @@ def test_observe_mode_records_the_loop_and_changes_nothing(
     assert outcomes == [None] * 5 + ["tool-loop-observed"] * 3
     kinds = [json.loads(line)["kind"] for line in audit.read_text().splitlines()]
     assert kinds.count("tool_loop") == 3
+
+
+def polling_model(upstream: ScriptedUpstream, polls: int) -> None:
+    """A model that polls a job's status ``polls`` times, then answers."""
+    call = ToolCall("job_status", {"id": "build-17"})
+    upstream.enqueue(
+        *(ScriptedResponse(reasoning="Still running?", tool_calls=[call]) for _ in range(polls)),
+        ScriptedResponse(text="The build finished."),
+    )
+
+
+def job_progress(step: int) -> str:
+    # the same status a few times in a row, then progress, as a slow job reports it
+    percent = [0, 0, 0, 0, 20, 20, 20, 20, 55, 55, 90, 100][step]
+    state = "done" if percent == 100 else "running"
+    return f"[2026-12-03T17:{step:02d}:07Z] build-17 {state} {percent}% (elapsed {step * 30}s)"
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+def test_polling_a_job_until_it_finishes_goes_through_untouched(
+    scripted_upstream: ScriptedUpstream, protocol: str
+) -> None:
+    polling_model(scripted_upstream, polls=12)
+    config = load_config(None, {})
+    with ProxyServer(
+        config, scripted_upstream.base_url, metrics_registry=CollectorRegistry()
+    ) as proxy:
+        if protocol == "anthropic":
+            client = anthropic.Anthropic(base_url=proxy.base_url, api_key="k", max_retries=0)
+            text, outcomes = anthropic_agent(client, True, results=job_progress)
+        else:
+            client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="k", max_retries=0)
+            text, outcomes = openai_agent(client, True, results=job_progress)
+    assert text == "The build finished."
+    assert outcomes == [None] * 13
+    sent = scripted_upstream.agent_requests()
+    assert len(sent) == 13 and all(NOTE_TAG not in r.text() for r in sent)
 
 
 # --------------------------------------------------------------------------- through wrap()
