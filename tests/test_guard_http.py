@@ -51,7 +51,9 @@ def anthropic_agent(client: Any, stream: bool, results: Any = None) -> tuple[str
     header. ``results``: the tool's result at each step (default: the same listing)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
     outcomes: list[str | None] = []
+    clients = client if isinstance(client, list) else [client]
     for step in range(20):
+        client = clients[step % len(clients)]  # several clients: each step to the next one
         if stream:
             with client.messages.stream(model=MODEL, max_tokens=512, messages=messages) as s:
                 message = s.get_final_message()
@@ -298,6 +300,29 @@ def test_polling_a_job_until_it_finishes_goes_through_untouched(
     assert outcomes == [None] * 13
     sent = scripted_upstream.agent_requests()
     assert len(sent) == 13 and all(NOTE_TAG not in r.text() for r in sent)
+
+
+def test_the_count_holds_across_instances_that_share_nothing(
+    scripted_upstream: ScriptedUpstream,
+) -> None:
+    # each step of the agent goes to the other of two proxies (as with --workers or a load
+    # balancer): the guard counts from the history the request carries
+    looping_model(scripted_upstream)
+    config = load_config(None, {})
+    with (
+        ProxyServer(
+            config, scripted_upstream.base_url, metrics_registry=CollectorRegistry()
+        ) as one,
+        ProxyServer(
+            config, scripted_upstream.base_url, metrics_registry=CollectorRegistry()
+        ) as two,
+    ):
+        clients = [
+            anthropic.Anthropic(base_url=proxy.base_url, api_key="k", max_retries=0)
+            for proxy in (one, two)
+        ]
+        text, outcomes = anthropic_agent(clients, stream=False)
+    assert_steered_then_stopped(scripted_upstream, text, outcomes, repeats=5)
 
 
 # --------------------------------------------------------------------------- through wrap()
