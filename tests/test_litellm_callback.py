@@ -5,19 +5,13 @@ loop is cut and resumed, streamed and whole, and a loop in the history is cut ou
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
+import anthropic
 import openai
 import pytest
-import yaml
+from tests.support.litellm_gateway import MASTER_KEY, LiteLLMProxy
 from tests.support.scripted_upstream import (
     ScriptedResponse,
     ScriptedUpstream,
@@ -28,8 +22,6 @@ from tests.support.scripted_upstream import (
 from looprescue.config import LoopRescueConfig
 from looprescue.pruning import cut_text, first_hit
 
-STARTUP_SECONDS = 240
-MASTER_KEY = "sk-looprescue-test-master-key-0123456789"
 CONTINUATION = ScriptedResponse(reasoning="Resuming without repeating.", text="Final answer.")
 CONFIG = LoopRescueConfig()
 
@@ -53,80 +45,11 @@ def kept(record: dict[str, Any]) -> str:
     return record["text"][: hit.prune_offset]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class LiteLLMProxy:
-    """``litellm --config`` with the looprescue callback, in front of ``upstream``."""
-
-    def __init__(self, upstream: ScriptedUpstream, workdir: Path) -> None:
-        self.port = free_port()
-        config = {
-            "model_list": [
-                {
-                    "model_name": "deepseek-chat",
-                    "litellm_params": {
-                        "model": "openai/deepseek-chat",
-                        "api_base": upstream.base_url + "/v1",
-                        "api_key": "upstream-key",
-                    },
-                }
-            ],
-            "litellm_settings": {"callbacks": "looprescue.integrations.litellm.rescue"},
-        }
-        path = workdir / "config.yaml"
-        path.write_text(yaml.safe_dump(config))
-        env = {
-            **os.environ,
-            "LITELLM_MASTER_KEY": MASTER_KEY,
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no fetch of the price list
-            "LITELLM_LOG": "ERROR",
-        }
-        self.log = (workdir / "litellm.log").open("wb")
-        litellm = Path(sys.executable).parent / "litellm"
-        self.process = subprocess.Popen(
-            [str(litellm), "--config", str(path), "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=workdir,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self.logfile = workdir / "litellm.log"
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def wait(self) -> None:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"litellm exited: {self.logfile.read_text()[-3000:]}")
-            try:
-                if httpx.get(self.base_url + "/health/liveliness", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        raise AssertionError(f"litellm did not start: {self.logfile.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        self.log.close()
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiteLLMProxy, Any]]:
     with ScriptedUpstream() as upstream:
-        proxy = LiteLLMProxy(upstream, tmp_path_factory.mktemp("litellm"))
+        settings = {"litellm_settings": {"callbacks": "looprescue.integrations.litellm.rescue"}}
+        proxy = LiteLLMProxy(upstream, tmp_path_factory.mktemp("litellm"), settings)
         try:
             proxy.wait()
             yield proxy, upstream
@@ -195,3 +118,40 @@ def test_the_history_is_sanitized_on_the_way_in(setup: tuple[openai.OpenAI, Any]
     assert cut is not None
     assert request.body["messages"][1]["content"] == cut.text
     assert request.body["messages"][2] == history[2]
+
+
+def claude(gateway: tuple[LiteLLMProxy, ScriptedUpstream]) -> anthropic.Anthropic:
+    proxy, upstream = gateway
+    upstream.clear_requests()
+    return anthropic.Anthropic(base_url=proxy.base_url, api_key=MASTER_KEY, max_retries=0)
+
+
+def message_requests(upstream: ScriptedUpstream) -> list[Any]:
+    return [r for r in upstream.agent_requests() if r.path.endswith("/v1/messages")]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_messages_through_litellm_are_rescued(
+    gateway: tuple[LiteLLMProxy, ScriptedUpstream], stream: bool
+) -> None:
+    """``/v1/messages`` (LiteLLM's Anthropic route) is rescued as chat completions are."""
+    _, upstream = gateway
+    client = claude(gateway)
+    upstream.enqueue(corpus_response(REASONING_LOOP), CONTINUATION)
+    request = {
+        "model": "claude-scripted",
+        "max_tokens": 4000,
+        "messages": [{"role": "user", "content": "Go."}],
+    }
+    if stream:
+        with client.messages.stream(**request) as events:
+            message = events.get_final_message()
+    else:
+        message = client.messages.create(**request)
+    thinking = "".join(b.thinking for b in message.content if b.type == "thinking")
+    text = "".join(b.text for b in message.content if b.type == "text")
+    assert thinking.startswith(kept(REASONING_LOOP))
+    assert REASONING_LOOP["text"][len(kept(REASONING_LOOP)) :][:200] not in thinking
+    assert thinking.endswith(CONTINUATION.reasoning) and text.endswith(CONTINUATION.text)
+    first, continuation = message_requests(upstream)
+    assert "[looprescue]" in continuation.text() and "[looprescue]" not in first.text()
