@@ -87,7 +87,8 @@ MEANINGS = {
     "detector.poolWindow": "Recent sentences the pool rule looks at.",
     "detector.poolMinCoverage": "Share of them that must be recurring short phrases.",
     "detector.poolMaxPhrases": "Most distinct phrases a pool draws from.",
-    "detector.poolMaxPhraseChars": "Longest sentence that counts as a short phrase.",
+    "detector.poolMaxPhraseChars": "Widest sentence that counts as a short phrase (a CJK char"
+    " counted as two).",
     "detector.poolMinDistinct": "Distinct phrases a pool needs (1: copies of one sentence that"
     " differ only in whitespace count).",
     "detector.poolMinChars": "Chars from a pool's onset to where it fires (a CJK char counted"

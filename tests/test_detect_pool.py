@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from tests.detect_helpers import stream
+from tests.support import loopgen
 
 from looprescue.detect import scan_text
 
@@ -131,3 +132,13 @@ def test_a_cycle_that_settles_out_of_a_pool_keeps_none_of_it():
     text = LEAD + batch + "Go. " * 40
     hit = stream(text, "reasoning", sizes=(4, 1))
     assert hit is not None and hit.prune_offset == len(LEAD)
+
+
+def test_chinese_sentences_as_wide_as_english_ones_are_no_short_phrases():
+    # 20-odd CJK chars say as much as 40-odd English ones: paragraphs of such sentences said
+    # again are cut after a copy, not by a pool at the first sentence that repeats
+    for seed, sep in ((0, "space"), (1, "none"), (2, "space")):
+        case = loopgen.make("alternating", seed, "zh", sep, "reasoning")
+        hit = stream(case.text, "reasoning", sizes=(5,))
+        assert hit is not None and hit.rule != "pool"
+        assert case.first_copy_end <= hit.prune_offset <= case.second_copy

@@ -119,9 +119,13 @@ def test_near_copies_released_before_the_rule_fired_count_as_shown_not_kept(tmp_
     # the exact run starts after three near-copies of its sentence: the cut moves back over
     # them (nothing kept), but a proxy had released them before the rule could fire
     story = "Once there was a cat that liked to explore the big old house on the hill.\n\n"
-    variant = "It walked into the next room, and then into the next room. "
+    # (each variant said once: a sentence said again would be held back as the loop's)
+    variants = [
+        f"It walked into the next room, and then into the {c} room. "
+        for c in ("red", "blue", "green")
+    ]
     exact = "It walked into the next room. "
-    text = story + (variant + exact) * 3 + exact * 40
+    text = story + "".join(v + exact for v in variants) + exact * 40
     record = Record("near", "loop", "text", text, len(story), "verbatim", 1)
     verdict = evaluate([record], DetectorConfig()).verdicts[0]
     assert verdict.prune_offset == len(story) and verdict.kept_beyond_copy == 0

@@ -6,7 +6,10 @@ be short phrases that occur at least twice in the window, and the pool of such p
 handful (``poolMaxPhrases``), at least ``poolMinDistinct`` of them. One phrase alone is enough by
 default: its copies may differ in whitespace, which an exact cycle does not allow. Phrases are
 compared with inner whitespace folded and a counter label in front dropped (``Day 3: Rest``),
-so a counted list whose items come from a handful of words is a pool too.
+so a counted list whose items come from a handful of words is a pool too. Sentences end at
+full-width stops without any space (``好。继续。输出。`` is three phrases), and widths count a
+CJK char as two (``poolMaxPhraseChars``, ``poolMinChars``): a Chinese sentence of 22 chars is no
+short phrase, and a pool of Chinese phrases fires after as much text as an English one.
 
 Prune point: where the batch of phrases first appeared (``UnitRun.onset``), so no phrase of the
 pool is kept. That needs holding the batch back as it comes, which is done for very short phrases
@@ -15,7 +18,13 @@ is cut at the start of the current streak of repeats instead, keeping each phras
 appearance, as a cycle keeps its first copy. A new long sentence ends a pool: the onset is never
 before it, and that is what lets the watermark release text as soon as a long sentence arrives.
 A long sentence that repeats a recent one belongs to the loop (a notice the model keeps
-re-emitting) and does not end it.
+re-emitting): it does not end it, and it counts in the streak of repeats, so a pool whose
+repeats began before its short phrases made up a batch is cut where they began. A sentence
+no longer than a phrase in chars (a CJK one up to twice as wide) does not end a run either.
+
+Not a pool: healthy reasoning whose short sentences recur now and then (``Wait.``, ``OK.``), a
+checklist that is said once, and a pool that a long new sentence ends before it fills
+``poolMinChars``: the model recovered.
 """
 
 from __future__ import annotations
@@ -84,8 +93,8 @@ class PoolRule:
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
-        # sentence -> (normalize_phrase(sentence), its CJK chars)
-        self._phrase_of: dict[str, tuple[str, int]] = {}
+        # sentence -> (normalize_phrase(sentence), the sentence's CJK chars, the phrase's width)
+        self._phrase_of: dict[str, tuple[str, int, int]] = {}
         # The CJK chars of the sentences so far, at each recent sentence start: poolMinChars
         # is a width (a CJK char counted as two, ``shape.text_width``), as the detector's
         # other bounds are, so a pool of Chinese phrases fires after as much text as an
@@ -122,23 +131,32 @@ class PoolRule:
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
         if sentence is LONG_SENTENCE:
-            phrase = ""
+            phrase, phrase_width = "", 0
             self._note_width(start, 0)
         else:
             known = self._phrase_of.get(sentence)
             if known is None:
                 if len(self._phrase_of) >= PHRASES_REMEMBERED:
                     self._phrase_of.clear()
+                normal = normalize_phrase(sentence)
                 known = self._phrase_of[sentence] = (
-                    normalize_phrase(sentence),
+                    normal,
                     text_width(sentence) - len(sentence),
+                    text_width(normal),
                 )
-            phrase = known[0]
+            phrase, phrase_width = known[0], known[2]
             self._note_width(start, known[1])
-        if sentence is LONG_SENTENCE or len(phrase) > self._max_chars:
+        # phrase lengths are widths too: a Chinese sentence of 22 chars says as much as an
+        # English one of 44, and is no short phrase
+        if sentence is LONG_SENTENCE or phrase_width > self._max_chars:
             key = None
-            self._run.add(None, start, barrier=not self._seen_long(phrase))
-            self._repeats.add(False, start)
+            said = self._seen_long(phrase)
+            # a sentence no longer than a phrase in chars (a CJK one up to twice as wide)
+            # does not end a run: a small model's garbled pool mixes such sentences in
+            self._run.add(None, start, barrier=not said and len(phrase) > self._max_chars)
+            # a long sentence said again is the loop's too: a pool of sentences of several
+            # widths (a block said again) is cut where its repeats began
+            self._repeats.add(said, start)
         elif phrase:
             key = phrase
             # only a very short phrase can open (or carry) a held run: see HOLD_CHARS
@@ -181,8 +199,11 @@ class PoolRule:
             # The batch's onset: a phrase that recurs in the run belongs to the batch even when
             # its copies have left the window (a rare phrase of a skewed pool opens it).
             onset = self._run.onset(members | self._run.recurring())
-            if onset is None:
-                onset = self._repeats.start  # a pool of longer phrases: cut at its repeats
+            streak = self._repeats.start
+            # a pool of longer phrases is cut at its repeats; so is a pool of phrases of both
+            # kinds whose repeats began before the short ones made up a batch
+            if onset is None or (streak is not None and streak < onset):
+                onset = streak
             if onset is not None and self._wide(onset, end) >= self._min_chars:
                 return self._hit(onset, end, members)
         return None

@@ -1,0 +1,740 @@
+"""Generated model output for the detector's loop matrix: loops of every shape, and healthy
+text that repeats itself for good reasons, each after a preamble that reads like a model's.
+
+Every generator takes a ``random.Random`` and the case's language (``zh``, ``en``, ``mixed``),
+separator and channel, and gives a ``Case``: the text, and for a loop where it begins, how much
+of it a cut may keep (one copy of a periodic unit, nothing of a pool) and how wide its unit is.
+The words come from small vocabularies joined at random, so a healthy text never says the same
+sentence twice by accident, and a loop's copies are the only repetition in it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+LANGS = ("zh", "en", "mixed")
+# how phrases and sentences of a loop are joined
+SEPARATORS = ("none", "space", "newline", "blank", "random")
+CHANNELS = ("reasoning", "text")
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def width(text: str) -> int:
+    """Chars, a CJK char counted as two (as the detector's bounds count them)."""
+    return len(text) + len(_CJK.findall(text))
+
+
+@dataclass(frozen=True)
+class Case:
+    shape: str
+    text: str
+    channel: str
+    # loops only: where the loop begins, and where the end of its first copy is (a cut may keep
+    # the text up to either: none of a pool, one copy of a periodic unit)
+    onset: int | None = None
+    first_copy_end: int | None = None
+    unit_width: int = 0
+    # the latest user message, for rules that read the request
+    request: str = ""
+    # where the second copy begins, when text the cut may keep lies between the copies
+    second_copy: int | None = None
+    # chars of one period of the loop, when that is more than its first copy (a paragraph
+    # and its near-variant)
+    period: int = 0
+
+    @property
+    def is_loop(self) -> bool:
+        return self.onset is not None
+
+
+# -- vocabulary ------------------------------------------------------------------------------
+_EN_SUBJECTS = [
+    "the parser",
+    "the cache",
+    "this function",
+    "the retry loop",
+    "the config loader",
+    "the test suite",
+    "the migration",
+    "the request handler",
+    "the scheduler",
+    "the index",
+    "our fallback",
+    "the lock",
+    "the writer",
+    "the client",
+    "the batch job",
+    "the reader",
+]
+_EN_VERBS = [
+    "needs",
+    "reads",
+    "skips",
+    "checks",
+    "rejects",
+    "returns",
+    "keeps",
+    "drops",
+    "builds",
+    "retries",
+    "validates",
+    "caches",
+    "sorts",
+    "parses",
+    "logs",
+    "merges",
+]
+_EN_OBJECTS = [
+    "the header first",
+    "every empty line",
+    "a stale entry",
+    "the user's token",
+    "the last offset",
+    "an error with the line number",
+    "two copies of the key",
+    "the default timeout",
+    "each column in order",
+    "the schema version",
+    "a partial frame",
+    "the environment override",
+    "the largest bucket",
+    "a sorted list of ids",
+    "the original bytes",
+    "one record per call",
+]
+_EN_TAILS = [
+    "before it writes anything",
+    "so the caller can recover",
+    "when the file is missing",
+    "on every restart",
+    "after the lock is taken",
+    "unless the flag is set",
+    "in the slow path only",
+    "which keeps memory flat",
+    "and that is enough here",
+    "because the spec says so",
+    "for the second pass",
+    "while the queue drains",
+]
+_ZH_SUBJECTS = [
+    "解析器",
+    "缓存层",
+    "这个函数",
+    "重试逻辑",
+    "配置加载器",
+    "测试用例",
+    "迁移脚本",
+    "请求处理器",
+    "调度器",
+    "索引",
+    "回退方案",
+    "写入器",
+    "客户端",
+    "批处理任务",
+    "读取器",
+    "日志模块",
+]
+_ZH_VERBS = [
+    "需要先检查",
+    "会跳过",
+    "应该拒绝",
+    "负责返回",
+    "保留",
+    "丢弃",
+    "重新构建",
+    "校验",
+    "缓存",
+    "排序",
+    "解析",
+    "记录",
+    "合并",
+    "比较",
+    "统计",
+    "转换",
+]
+_ZH_OBJECTS = [
+    "文件头",
+    "每一个空行",
+    "过期的条目",
+    "用户的令牌",
+    "最后的偏移量",
+    "带行号的错误",
+    "重复的键",
+    "默认的超时",
+    "每一列的顺序",
+    "模式版本",
+    "不完整的帧",
+    "环境变量的覆盖",
+    "最大的分桶",
+    "排好序的编号",
+    "原始字节",
+    "每次调用的记录",
+]
+_ZH_TAILS = [
+    "然后再写入",
+    "这样调用方可以恢复",
+    "在文件缺失的时候",
+    "每次重启都要做",
+    "在拿到锁之后",
+    "除非设置了标志",
+    "只在慢路径里",
+    "这样内存不会增长",
+    "这里就够了",
+    "因为规范这么要求",
+    "用于第二遍处理",
+    "在队列清空之前",
+]
+
+
+def _sentence(rng: random.Random, lang: str, half: int | None = None) -> str:
+    """A sentence of four random parts. ``half`` (0 or 1) draws subjects and objects from one
+    half of the lists only: a preamble and a loop drawn from different halves share no
+    sentence a word or two apart, as a model's planning and the loop it then falls into
+    rarely do."""
+    if lang == "mixed":
+        lang = rng.choice(("zh", "en"))
+
+    def pick(words: list[str]) -> str:
+        return rng.choice(words if half is None else words[half::2])
+
+    if lang == "zh":
+        return (
+            pick(_ZH_SUBJECTS)
+            + rng.choice(_ZH_VERBS)
+            + pick(_ZH_OBJECTS)
+            + "，"
+            + rng.choice(_ZH_TAILS)
+            + "。"
+        )
+    text = " ".join(
+        (pick(_EN_SUBJECTS), rng.choice(_EN_VERBS), pick(_EN_OBJECTS), rng.choice(_EN_TAILS))
+    )
+    return text[0].upper() + text[1:] + "."
+
+
+def _distinct_sentences(rng: random.Random, lang: str, n: int, half: int | None = 1) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    while len(out) < n:
+        s = _sentence(rng, lang, half)
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
+def _join_prose(sentences: list[str]) -> str:
+    """Sentences as a paragraph: a space after an English one, nothing after a Chinese one."""
+    out = ""
+    for s in sentences:
+        if out and not out.endswith("。"):
+            out += " "
+        out += s
+    return out
+
+
+def preamble(rng: random.Random, lang: str, channel: str, chars: int = 600) -> str:
+    """Planning prose (reasoning) or an answer's opening (text), about ``chars`` wide, that
+    says nothing twice; it ends at a paragraph break."""
+    paragraphs: list[str] = []
+    used: set[str] = set()
+    total = 0
+    while total < chars:
+        para: list[str] = []
+        for _ in range(rng.randint(2, 4)):
+            s = _sentence(rng, lang, 0)
+            while s in used:
+                s = _sentence(rng, lang, 0)
+            used.add(s)
+            para.append(s)
+        text = _join_prose(para)
+        paragraphs.append(text)
+        total += width(text)
+    if channel == "text":
+        paragraphs.insert(0, "## " + ("方案" if lang == "zh" else "Plan"))
+    return "\n\n".join(paragraphs) + "\n\n"
+
+
+# -- separators -------------------------------------------------------------------------------
+def _joiner(rng: random.Random, sep: str, lang: str) -> Callable[[str], str]:
+    """What follows one phrase or sentence of a loop."""
+
+    def after(piece: str) -> str:
+        if sep == "none":
+            # English needs a space after a full stop to end a sentence there; a model writing
+            # English "without separators" still writes that one space
+            return "" if piece.endswith(("。", "！", "？")) else " "
+        if sep == "space":
+            return " "
+        if sep == "newline":
+            return "\n"
+        if sep == "blank":
+            return "\n\n"
+        # random: mostly as written, now and then a line break
+        r = rng.random()
+        if r < 0.12:
+            return "\n"
+        if r < 0.16:
+            return "\n\n"
+        return "" if piece.endswith(("。", "！", "？")) else " "
+
+    return after
+
+
+def _weave(rng: random.Random, pieces: list[str], sep: str, lang: str) -> str:
+    after = _joiner(rng, sep, lang)
+    return "".join(p + after(p) for p in pieces)
+
+
+# -- loops ------------------------------------------------------------------------------------
+_POOL_ZH = [
+    "好。",
+    "继续。",
+    "输出。",
+    "现在写。",
+    "OK。",
+    "开始写。",
+    "写吧。",
+    "嗯。",
+    "就这样。",
+]
+_POOL_EN = [
+    "OK.",
+    "Now.",
+    "Emit.",
+    "Go.",
+    "Let me write.",
+    "Continue.",
+    "Write it.",
+    "Done.",
+    "Start writing.",
+]
+
+
+def _pool_phrases(rng: random.Random, lang: str, k: int) -> list[str]:
+    if lang == "zh":
+        return rng.sample(_POOL_ZH, k)
+    if lang == "en":
+        return rng.sample(_POOL_EN, k)
+    half = max(1, k // 2)
+    return rng.sample(_POOL_ZH, half) + rng.sample(_POOL_EN, k - half)
+
+
+def _loop_case(
+    shape: str,
+    rng: random.Random,
+    lang: str,
+    channel: str,
+    body: str,
+    first_copy: int,
+    unit_width: int,
+    request: str = "",
+    pre: str | None = None,
+    after: str = "",
+    second_copy: int | None = None,
+    period: int = 0,
+) -> Case:
+    head = preamble(rng, lang, channel) if pre is None else pre
+    return Case(
+        period=period or first_copy,
+        second_copy=None if second_copy is None else len(head) + second_copy,
+        shape=shape,
+        text=head + body + after,
+        channel=channel,
+        onset=len(head),
+        first_copy_end=len(head) + first_copy,
+        unit_width=unit_width,
+        request=request,
+    )
+
+
+def pool(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A reshuffled pool: phrases drawn with skewed frequencies, some twice in a row."""
+    phrases = _pool_phrases(rng, lang, rng.randint(3, 6))
+    weights = [rng.choice((1, 2, 3, 5, 8)) for _ in phrases]
+    pieces: list[str] = []
+    while sum(width(p) for p in pieces) < 2400:
+        p = rng.choices(phrases, weights)[0]
+        pieces.append(p)
+        if rng.random() < 0.25:
+            pieces.append(p)  # back to back
+    body = _weave(rng, pieces, sep, lang)
+    return _loop_case("pool", rng, lang, channel, body, 0, max(width(p) for p in phrases))
+
+
+def rotation(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A fixed rotation of a few short phrases (``Now. OK. Emit.``)."""
+    phrases = _pool_phrases(rng, lang, rng.randint(2, 4))
+    pieces = phrases * (1 + 2400 // sum(width(p) + 1 for p in phrases))
+    after = _joiner(rng, "space" if sep == "random" else sep, lang)
+    body = "".join(p + after(p) for p in pieces)
+    unit = "".join(p + after(p) for p in phrases)
+    # a rotation of phrases this short is a pool as much as a cycle: either cut is right
+    return _loop_case("rotation", rng, lang, channel, body, len(unit), width(unit))
+
+
+def sentence_cycle(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """One to three sentences said again and again."""
+    unit_sentences = _distinct_sentences(rng, lang, rng.randint(1, 3))
+    after = _joiner(rng, "space" if sep == "random" else sep, lang)
+    unit = "".join(s + after(s) for s in unit_sentences)
+    copies = max(6, 1 + 1500 // width(unit))
+    return _loop_case("sentence_cycle", rng, lang, channel, unit * copies, len(unit), width(unit))
+
+
+def paragraph_blocks(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A block of one to twelve paragraphs (up to 4,000 chars) written again and again."""
+    n = rng.randint(1, 12)
+    paras = [_join_prose(_distinct_sentences(rng, lang, rng.randint(2, 4))) for _ in range(n)]
+    while len("\n\n".join(paras)) > 3900:
+        paras.pop()
+    gap = "\n" if sep == "newline" else "\n\n"
+    block = gap.join(paras) + gap
+    # three copies of a long block, then the model goes on: the third copy is where a person
+    # sees the loop; a short one, as many as take it past 300 wide and two copies more
+    copies = max(3, -(-(300 + 2 * width(block)) // width(block)) + 1)
+    tail = _join_prose(_distinct_sentences(rng, lang, 8, half=0)) + "\n"
+    return _loop_case(
+        "paragraph_blocks",
+        rng,
+        lang,
+        channel,
+        block * copies,
+        len(block),
+        width(block),
+        after=tail,
+    )
+
+
+def _variant(rng: random.Random, sentence: str, lang: str) -> str:
+    """The sentence with one word (English) or one phrase (Chinese) changed."""
+    if lang == "zh" or (lang == "mixed" and "。" in sentence):
+        for old in _ZH_TAILS:
+            if old in sentence:
+                return sentence.replace(old, rng.choice([t for t in _ZH_TAILS if t != old]), 1)
+    for old in _EN_TAILS:
+        if old in sentence:
+            return sentence.replace(old, rng.choice([t for t in _EN_TAILS if t != old]), 1)
+    return sentence + ("再确认一次。" if lang == "zh" else " Check it again.")
+
+
+def alternating(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Deliberation that alternates between two near-variants of a paragraph, three times,
+    then goes on."""
+    sentences = _distinct_sentences(rng, lang, rng.randint(3, 5))
+    a = _join_prose(sentences)
+    k = rng.randrange(len(sentences))
+    b = _join_prose([*sentences[:k], _variant(rng, sentences[k], lang), *sentences[k + 1 :]])
+    gap = "\n" if sep == "newline" else "\n\n"
+    unit = a + gap + b + gap
+    # the variant is a near-copy of the first paragraph: a cut may keep that alone
+    return _loop_case(
+        "alternating",
+        rng,
+        lang,
+        channel,
+        unit * 3,
+        len(a + gap),
+        width(unit),
+        second_copy=len(unit),
+        period=len(unit),
+        after=_join_prose(_distinct_sentences(rng, lang, 8, half=0)) + "\n",
+    )
+
+
+def numbered_item(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A numbered item whose sentence stays while its number moves on, a note or a summary
+    between some copies."""
+    sentence = _sentence(rng, lang, 1)
+    n0 = rng.randint(3, 9)
+    note = "注意：" if lang == "zh" else "Note: "
+    parts = []
+    for i in range(12):
+        item = f"{n0 + i}. {sentence}\n"
+        r = rng.random()
+        if r < 0.3:
+            item += f"\n{note}{_sentence(rng, lang, 1)}\n\n"
+        elif r < 0.5:
+            item += "\n" + _join_prose(_distinct_sentences(rng, lang, 2)) + "\n\n"
+        parts.append(item)
+    first = len(f"{n0}. {sentence}\n")
+    return _loop_case(
+        "numbered_item",
+        rng,
+        lang,
+        channel,
+        "".join(parts),
+        first,
+        width(parts[0]),
+        second_copy=len(parts[0]),
+    )
+
+
+def step_blocks(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A numbered step block with a code fence, written again under a new heading."""
+    steps = _distinct_sentences(rng, lang, 3)
+    code = "```python\nconfig = load_config(path)\nvalidate(config)\n```\n"
+    head = "步骤" if lang == "zh" else "Step"
+    blocks = []
+    for i in range(6):
+        body = "".join(f"{k + 1}. {s}\n" for k, s in enumerate(steps))
+        blocks.append(f"### {head} {i + 2}\n\n{body}\n{code}\n")
+    return _loop_case(
+        "step_blocks", rng, lang, channel, "".join(blocks), len(blocks[0]), width(blocks[0])
+    )
+
+
+def short_lines(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A run of short lines drawn from a handful (a base model's chant)."""
+    if lang == "zh":
+        lines = ["好的", "继续", "下一步", "完成", "没问题"]
+    elif lang == "en":
+        lines = ["ok", "next", "done", "go on", "fine"]
+    else:
+        lines = ["好的", "ok", "继续", "next", "done"]
+    pick = rng.sample(lines, rng.randint(2, 4))
+    body = "".join(rng.choice(pick) + "\n" for _ in range(160))
+    return _loop_case("short_lines", rng, lang, channel, body, 0, max(map(width, pick)) + 1)
+
+
+def word_repeat(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """One word or clause repeated dozens of times, interrupted once, then resumed."""
+    if lang == "zh" or (lang == "mixed" and rng.random() < 0.5):
+        unit = rng.choice(["好的", "然后", "我们可以使用这个方法，", "对不起"])
+        sorry = "抱歉，我重复了。"
+    else:
+        unit = rng.choice(["the", "sorry ", "and then ", "we can use the table, "])
+        sorry = "Sorry, I repeated myself. "
+    after = _joiner(rng, "space" if sep == "random" else sep, lang)
+    unit = unit + (after(unit) if unit[-1] not in " ，" else "")
+    reps = max(40, 300 // width(unit) + 20)
+    body = unit * reps + sorry + unit * reps
+    return _loop_case("word_repeat", rng, lang, channel, body, len(unit), width(unit))
+
+
+def code_lines(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A line of code written again and again inside a fence."""
+    line = rng.choice(
+        [
+            "result = json.dumps(result, indent=2)\n",
+            "data = data.to_json(orient='records')\n",
+            "self.assertEqual(response.status_code, 200)\n",
+        ]
+    )
+    body = "```python\n" + line * 60
+    return _loop_case(
+        "code_lines", rng, lang, channel, body, len("```python\n") + len(line), width(line)
+    )
+
+
+def table_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A markdown table that keeps writing the same row."""
+    if lang == "zh":
+        header, row = "| 名称 | 说明 |\n|---|---|\n", "| 缓存 | 保存最近的结果 |\n"
+    else:
+        header, row = "| Name | Notes |\n|---|---|\n", "| cache | keeps the latest result |\n"
+    return _loop_case(
+        "table_rows", rng, lang, channel, header + row * 60, len(header) + len(row), width(row)
+    )
+
+
+LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
+    "pool": pool,
+    "rotation": rotation,
+    "sentence_cycle": sentence_cycle,
+    "paragraph_blocks": paragraph_blocks,
+    "alternating": alternating,
+    "numbered_item": numbered_item,
+    "step_blocks": step_blocks,
+    "short_lines": short_lines,
+    "word_repeat": word_repeat,
+    "code_lines": code_lines,
+    "table_rows": table_rows,
+}
+
+
+# -- healthy text -----------------------------------------------------------------------------
+def _healthy(
+    shape: str, rng: random.Random, lang: str, channel: str, body: str, request: str = ""
+) -> Case:
+    return Case(
+        shape=shape, text=preamble(rng, lang, channel) + body, channel=channel, request=request
+    )
+
+
+def asked_list(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A numbered list the user asked for: a template that counts up to the asked end."""
+    n = rng.choice((20, 30, 50))
+    in_words = rng.random() < 0.5
+    if lang == "zh":
+        request = (
+            f"请列出第1到第{n}个编号，每行一个。" if not in_words else f"请写出{n}个用户编号。"
+        )
+        item = "用户编号 {i}"
+    else:
+        request = (
+            f"List the ids from 1 to {n}, one per line."
+            if not in_words
+            else (f"Give me {n} user ids, one per line.")
+        )
+        item = "user id {i}"
+    body = "".join(f"{i}. {item.format(i=i)}\n" for i in range(1, n + 1))
+    return _healthy("asked_list", rng, lang, channel, body, request)
+
+
+def openers(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Long reasoning whose paragraphs keep opening with ``Wait,`` / ``等等，``."""
+    opener = {"zh": "等等，", "en": "Wait, ", "mixed": rng.choice(("等等，", "Wait, "))}[lang]
+    paras = []
+    for _ in range(14):
+        s = _distinct_sentences(rng, lang, rng.randint(2, 3))
+        paras.append(opener + _join_prose(s))
+    return _healthy("openers", rng, lang, channel, "\n\n".join(paras) + "\n")
+
+
+def markdown(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """An answer with many short headings and bullets."""
+    parts = []
+    for i in range(12):
+        parts.append(f"### {i + 1}. " + _sentence(rng, lang)[:14].rstrip("，。.,") + "\n")
+        for s in _distinct_sentences(rng, lang, rng.randint(2, 4)):
+            parts.append("- " + s + "\n")
+        parts.append("\n")
+    return _healthy("markdown", rng, lang, channel, "".join(parts))
+
+
+def table(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A table whose rows differ."""
+    rows = ["| # | item | note |", "|---|---|---|"]
+    for i in range(40):
+        rows.append(f"| {i + 1} | {rng.choice(_EN_SUBJECTS)} | {_sentence(rng, lang)} |")
+    return _healthy("table", rng, lang, channel, "\n".join(rows) + "\n")
+
+
+def similar_code(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Code with many similar lines (fields, a dispatch table)."""
+    names = rng.sample(
+        [
+            "alpha",
+            "beta",
+            "gamma",
+            "delta",
+            "epsilon",
+            "zeta",
+            "eta",
+            "theta",
+            "iota",
+            "kappa",
+            "lambda_",
+            "mu",
+            "nu",
+            "xi",
+            "omicron",
+            "pi",
+            "rho",
+            "sigma",
+            "tau",
+        ],
+        16,
+    )
+    lines = ["```python", "class Settings:"]
+    lines += [f"    {n}: int = {rng.randint(1, 999)}" for n in names]
+    lines += ["", "HANDLERS = {"]
+    lines += [f'    "{n}": handle_{n},' for n in names]
+    lines += ["}", "```"]
+    return _healthy("similar_code", rng, lang, channel, "\n".join(lines) + "\n")
+
+
+def log(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A training log: the same line shape, numbers moving, a warning recurring."""
+    lines = ["```"]
+    loss = 2.5
+    for step in range(1, 60):
+        loss *= rng.uniform(0.95, 1.0)
+        lines.append(f"step {step * 50} loss {loss:.4f} lr {0.001 * rng.uniform(0.5, 1):.6f}")
+        if step % 7 == 0:
+            lines.append("WARNING: gradient norm clipped")
+    lines.append("```")
+    return _healthy("log", rng, lang, channel, "\n".join(lines) + "\n")
+
+
+_REFRAINS = {
+    "zh": "啊，月光照在老屋的窗上，",
+    "en": "And the river keeps on rolling home,",
+}
+
+
+def poem(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A song with a refrain after every verse."""
+    base = "zh" if lang == "zh" else "en"
+    refrain = _REFRAINS[base]
+    refrain_lines = [
+        refrain,
+        refrain,
+        ("我们一起唱到天亮。" if base == "zh" else "we sing until the morning light."),
+    ]
+    verses = []
+    for _ in range(6):
+        verse = [(_sentence(rng, base)) for _ in range(4)]
+        verses.append("\n".join(verse) + "\n\n" + "\n".join(refrain_lines))
+    return _healthy("poem", rng, lang, channel, "\n\n".join(verses) + "\n")
+
+
+def sql_poems(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """SQL seed rows whose string values hold poems with refrains."""
+    base = "zh" if lang == "zh" else "en"
+    refrain = _REFRAINS[base]
+    rows = []
+    for i in range(20):
+        verse = _sentence(rng, base).replace("'", "''")
+        rows.append(f"  ({i + 1}, 'poem {i + 1}', '{verse} {refrain} {refrain}'),")
+    body = "```sql\nINSERT INTO poems (id, title, body) VALUES\n" + "\n".join(rows) + "\n```\n"
+    return _healthy("sql_poems", rng, lang, channel, body, "Seed the poems table with 20 rows.")
+
+
+def json_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A JSON array of records that share their keys."""
+    rows = []
+    for i in range(30):
+        rows.append(
+            f'  {{"id": {i + 1}, "name": "{rng.choice(_EN_SUBJECTS)}", '
+            f'"active": {rng.choice(["true", "false"])}, "score": {rng.randint(0, 100)}}},'
+        )
+    return _healthy(
+        "json_rows", rng, lang, channel, "```json\n[\n" + "\n".join(rows) + "\n]\n```\n"
+    )
+
+
+def csv_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """CSV with a recurring category column."""
+    rows = ["id,city,category,amount"]
+    for i in range(40):
+        rows.append(
+            f"{i + 1},{rng.choice(['Paris', 'Lyon', 'Nice'])},"
+            f"{rng.choice(['food', 'rent'])},{rng.randint(1, 900)}"
+        )
+    return _healthy("csv_rows", rng, lang, channel, "```csv\n" + "\n".join(rows) + "\n```\n")
+
+
+HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
+    "asked_list": asked_list,
+    "openers": openers,
+    "markdown": markdown,
+    "table": table,
+    "similar_code": similar_code,
+    "log": log,
+    "poem": poem,
+    "sql_poems": sql_poems,
+    "json_rows": json_rows,
+    "csv_rows": csv_rows,
+}
+
+
+def make(shape: str, seed: int, lang: str, sep: str, channel: str) -> Case:
+    rng = random.Random(f"{shape}/{seed}/{lang}/{sep}/{channel}")
+    maker = LOOPS.get(shape) or HEALTHY[shape]
+    return maker(rng, lang, sep, channel)
