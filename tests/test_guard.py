@@ -415,3 +415,17 @@ def test_the_stop_message_says_what_happened_in_the_conversations_language() -> 
     unsteered = ToolGuard(LoopRescueConfig(toolGuard=ToolGuardConfig(steer=False)))
     en = unsteered.stop_text(verdict, "en")
     assert "6 times in a row" in en and "note" not in en  # no note was sent before
+
+
+def test_calls_that_share_one_id_are_still_told_apart() -> None:
+    # some servers number each message's calls from zero: every call is "call_0"
+    guard = ToolGuard(LoopRescueConfig())
+    steps = one_edit_to_twenty_files()
+    for end in range(1, len(steps) + 1):
+        body = openai_body(steps[:end])
+        for message in body["messages"]:
+            for call in message.get("tool_calls") or ():
+                call["id"] = "call_0"
+            if message["role"] == "tool":
+                message["tool_call_id"] = "call_0"
+        assert guard.judge(OpenAIWire(body), body) is None

@@ -139,7 +139,12 @@ def canonical_arguments(arguments: Any) -> str:
 
 def arguments_key(arguments: Any) -> bytes:
     """A call's arguments as compared: canonical JSON with volatile tokens masked."""
-    return digest(mask_volatile(canonical_arguments(arguments)))
+    return canonical_key(canonical_arguments(arguments))
+
+
+def canonical_key(canonical: str) -> bytes:
+    """:func:`arguments_key` of arguments already in canonical form."""
+    return digest(mask_volatile(canonical))
 
 
 def tool_name(value: Any) -> str:

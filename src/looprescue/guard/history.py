@@ -24,7 +24,6 @@ class ToolStep:
     arguments: Any  # a JSON string or a decoded value, as the protocol carries it
     result: str
     failed: bool
-    call_id: str = field(default="", compare=False)  # the protocol's id of the call
     message: int = field(default=-1, compare=False)  # the index of its result's message
 
 
@@ -91,8 +90,7 @@ def anthropic_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
                 if call is not None:
                     text = _block_text(block.get("content"))
                     failed = block.get("is_error") is True
-                    call_id = block["tool_use_id"]
-                    out.append(ToolStep(call[0], call[1], text, failed, call_id, index))
+                    out.append(ToolStep(call[0], call[1], text, failed, index))
             if not answered:
                 out.append(HUMAN_TURN)
     return out
@@ -125,12 +123,11 @@ def openai_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
                 if isinstance(call_id, str) and isinstance(name, str):
                     calls[call_id] = (name, function.get("arguments"))
         elif role == "tool":
-            call_id = str(message.get("tool_call_id"))
-            call = calls.pop(call_id, None)
+            call = calls.pop(str(message.get("tool_call_id")), None)
             if call is not None:
                 text = _block_text(message.get("content"))
                 failed = bool(_LOOKS_FAILED.match(text))
-                out.append(ToolStep(call[0], call[1], text, failed, call_id, index))
+                out.append(ToolStep(call[0], call[1], text, failed, index))
         elif role == "user" and not after_results:
             out.append(HUMAN_TURN)
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,6 +27,7 @@ from ..doctor.identity import (
     CompletedCall,
     arguments_key,
     canonical_arguments,
+    canonical_key,
     result_digest,
     tool_name,
 )
@@ -74,31 +75,41 @@ def shown_call(step: ToolStep) -> str:
 
 
 class DigestCache:
-    """The digests of calls already judged, by call id: a conversation's next request carries
-    the same calls again, and normalising a result costs far more than hashing it. Bounded
-    (least recently used dropped first) and safe to share between threads."""
+    """Digests of arguments and results already normalised, by their text: a conversation's
+    next request carries the same calls again, and normalising a text costs far more than
+    hashing it. Keyed by content, not by call id (some servers give every call the same id).
+    Bounded (least recently used dropped first) and safe to share between threads."""
 
-    def __init__(self, size: int = 8192) -> None:
+    def __init__(self, size: int = 16384) -> None:
         self._size = size
-        self._digests: OrderedDict[tuple[object, ...], tuple[bytes, bytes]] = OrderedDict()
+        self._digests: OrderedDict[tuple[object, ...], bytes] = OrderedDict()
         self._lock = threading.Lock()
 
-    def digests(self, step: ToolStep) -> tuple[bytes, bytes]:
-        """(arguments digest, result digest) of a call."""
-        if not step.call_id:
-            return _digests(step)
-        key = (step.call_id, step.name, step.failed, hash(step.result))
+    def get(self, key: tuple[object, ...], make: Callable[[], bytes]) -> bytes:
         with self._lock:
             found = self._digests.get(key)
             if found is not None:
                 self._digests.move_to_end(key)
                 return found
-        found = _digests(step)
+        found = make()
         with self._lock:
             self._digests[key] = found
             while len(self._digests) > self._size:
                 self._digests.popitem(last=False)
         return found
+
+    def digests(self, step: ToolStep) -> tuple[bytes, bytes]:
+        """(arguments digest, result digest) of a call."""
+        canonical = canonical_arguments(step.arguments)
+        args = self.get(
+            ("arguments", len(canonical), hash(canonical)), lambda: canonical_key(canonical)
+        )
+        text = step.result
+        result = self.get(
+            ("result", step.failed, len(text), hash(text)),
+            lambda: result_digest(step.failed, None, text),
+        )
+        return args, result
 
 
 def _digests(step: ToolStep) -> tuple[bytes, bytes]:
