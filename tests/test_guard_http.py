@@ -6,6 +6,7 @@ request; then the guard answers by itself with a normal assistant message, and s
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -347,3 +348,49 @@ def test_a_tool_loop_through_wrap_is_steered_then_stopped(
     assert_steered_then_stopped(scripted_upstream, text, outcomes, repeats=5)
     labels = {"protocol": protocol, "adapter": "sdk", "kind": "repeat", "outcome": "stop"}
     assert registry.get_sample_value("looprescue_tool_loops_total", labels) == 1.0
+
+
+async def async_anthropic_agent(client: Any, stream: bool) -> tuple[str, list[str | None]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
+    outcomes: list[str | None] = []
+    for _ in range(20):
+        if stream:
+            async with client.messages.stream(
+                model=MODEL, max_tokens=512, messages=messages
+            ) as events:
+                message = await events.get_final_message()
+                outcomes.append(events.response.headers.get(OUTCOME))
+        else:
+            raw = await client.messages.with_raw_response.create(
+                model=MODEL, max_tokens=512, messages=messages
+            )
+            message = await raw.parse()
+            outcomes.append(raw.headers.get(OUTCOME))
+        calls = [block for block in message.content if block.type == "tool_use"]
+        if not calls:
+            return "".join(b.text for b in message.content if b.type == "text"), outcomes
+        content = [block.model_dump(exclude_none=True) for block in message.content]
+        messages.append({"role": "assistant", "content": content})
+        answers = [{"type": "tool_result", "tool_use_id": c.id, "content": FILES} for c in calls]
+        messages.append({"role": "user", "content": answers})
+    raise AssertionError("the agent never stopped")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_tool_loop_through_an_async_wrapped_client_is_steered_then_stopped(
+    scripted_upstream: ScriptedUpstream, stream: bool
+) -> None:
+    looping_model(scripted_upstream)
+
+    async def run() -> tuple[str, list[str | None]]:
+        plain = anthropic.AsyncAnthropic(
+            base_url=scripted_upstream.base_url, api_key="k", max_retries=0
+        )
+        client = looprescue.wrap(plain, registry=CollectorRegistry())
+        try:
+            return await async_anthropic_agent(client, stream)
+        finally:
+            await client.close()
+
+    text, outcomes = asyncio.run(run())
+    assert_steered_then_stopped(scripted_upstream, text, outcomes, repeats=5)
