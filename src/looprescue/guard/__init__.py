@@ -5,7 +5,8 @@ before it goes upstream (:meth:`ToolGuard.judge`): its history's calls, paired w
 results (``history.py``), go through the doctor's tool-call fold (``judge.py``). A loop is
 steered (a note goes upstream with the request, ``notes.py``), then stopped (the guard answers
 with an assistant message of the request's protocol, ``answer.py``, and the upstream is not
-called). Pure: the adapters' ``RescueService`` does the I/O, the audit and the metrics.
+called). No I/O (only a bounded cache of digests): the adapters' ``RescueService`` does the
+I/O, the audit and the metrics.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ __all__ = ["OUTCOMES", "OUTCOME_HEADER", "GuardVerdict", "LoopCost", "ToolGuard"
 
 @dataclass(frozen=True, slots=True)
 class GuardVerdict:
+    """A request whose history ends in a tool loop: the loop, the rung, what it cost."""
+
     loop: ToolLoop
     rung: Rung
     cost: LoopCost
@@ -93,8 +96,9 @@ class ToolGuard:
     def stop_answer(
         self, wire: Any, streaming: bool, model: str, verdict: GuardVerdict, lang: Lang
     ) -> bytes:
-        text = stop_message(verdict.loop, lang, steered=self.config.steer)
-        return stop_body(wire, streaming, model, text)
+        """The answer of a stopped request, as the client's protocol spells it."""
+        return stop_body(wire, streaming, model, self.stop_text(verdict, lang))
 
     def stop_text(self, verdict: GuardVerdict, lang: Lang) -> str:
+        """What a stopped request answers, as plain text."""
         return stop_message(verdict.loop, lang, steered=self.config.steer)
