@@ -323,7 +323,7 @@ def test_removed_chars_are_audited_and_observe_mode_only_records_them(
             (4, "content", "pruned"),
         }
         assert line["removed_chars"] == sum(c["removed_chars"] for c in line["cuts"]) > 0
-        assert line["conversation"].startswith("hash:")
+        assert line["conversation"].startswith("openai/hash:")
         sent = upstream.agent_requests()[-1].raw_body
         assert (sent == body) is (mode == "observe")
 

@@ -25,6 +25,7 @@ from tests.test_proxy_http import (
     openai_client,
     serve,
     stream_anthropic,
+    stream_openai,
 )
 
 from looprescue.config import LoopRescueConfig
@@ -296,6 +297,20 @@ def test_consecutive_rescue_cap_over_http(upstream: ScriptedUpstream) -> None:
     assert "automatic resumes in a row" in notes
 
 
+def test_independent_requests_share_no_rescue_count(upstream: ScriptedUpstream) -> None:
+    # the same prompt four times, on both routes, no session identifier: four conversations
+    record = reasoning_loop()
+    for _ in range(4):
+        upstream.enqueue(corpus_response(record), CONTINUATION)
+    with serve(upstream, maxConsecutiveRescues=3) as proxy:
+        answers = [stream_anthropic(proxy) for _ in range(2)]
+        answers += [stream_openai(proxy) for _ in range(2)]
+    for got in answers:
+        assert "automatic resumes in a row" not in got["text"]
+        assert got["text"] == CONTINUATION.text
+    assert len(upstream.agent_requests()) == 8
+
+
 # --------------------------------------------------------------------------- pass-through
 
 
@@ -324,7 +339,8 @@ def test_stall_nudge_is_added_after_reasoning_only_responses(upstream: ScriptedU
         upstream.enqueue(ScriptedResponse(reasoning=thinking))
     upstream.enqueue(ScriptedResponse(text="Answer."))
     with serve(upstream, stallCalls=2, stallMinReasoningChars=100) as proxy:
-        client = openai_client(proxy)
+        # one conversation: the client names its session
+        client = openai_client(proxy).with_options(default_headers={"session_id": "s-1"})
         for _ in range(3):
             stream = client.chat.completions.create(
                 model="deepseek-chat",

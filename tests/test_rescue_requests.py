@@ -3,6 +3,7 @@ requests real DSH sent (shared/dsh/sessions/*/upstream-requests.jsonl)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -47,13 +48,47 @@ def test_dsh_session_header_identifies_the_conversation() -> None:
     assert explicit == "x-looprescue-session:abc"
 
 
-def test_hash_key_is_stable_across_turns_of_one_chat() -> None:
-    """The OpenAI route sends no DSH headers: system + first user message identify the chat."""
+PROMPT = {"messages": [{"role": "user", "content": "Explain the loader."}]}
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "key"),
+    [
+        ({"X-Claude-Code-Session-Id": "cc-1"}, PROMPT, "x-claude-code-session-id:cc-1"),
+        ({"session_id": "codex-1"}, PROMPT, "session_id:codex-1"),
+        ({}, {**PROMPT, "prompt_cache_key": "conv-9"}, "prompt_cache_key:conv-9"),
+        (
+            {},
+            {**PROMPT, "metadata": {"user_id": "user_a_session_b"}},
+            "metadata.user_id:user_a_session_b",
+        ),
+        ({}, {**PROMPT, "user": "u-7"}, "user:u-7"),
+        ({}, {**PROMPT, "dsh_session_log": {"session": {"id": "s-3"}}}, "dsh_session:s-3"),
+    ],
+)
+def test_a_client_session_identifier_names_the_conversation(
+    headers: dict[str, str], body: dict[str, Any], key: str
+) -> None:
+    assert conversation_key(headers, body) == key
+    # the two routes never share a conversation, even under one identifier
+    assert conversation_key(headers, body, "anthropic") == "anthropic/" + key
+    assert conversation_key(headers, body, "openai") != conversation_key(headers, body, "anthropic")
+
+
+def test_a_first_turn_without_an_identifier_belongs_to_no_conversation() -> None:
+    """Independent requests with one prompt cannot be told apart from one chat's first turn:
+    they share nothing. From the first answer on, the history names the chat."""
     turns = agent_requests("j_openai_compat_provider")
-    keys = {conversation_key({}, r["body"]) for r in turns}
-    assert len(turns) == 3 and len(keys) == 1
-    other = agent_requests("g_healthy_long_answer")[0]["body"]
-    assert conversation_key({}, other) not in keys
+    assert len(turns) == 3
+    assert conversation_key({}, turns[0]["body"]) is None
+    later = {conversation_key({}, r["body"]) for r in turns[1:]}
+    assert len(later) == 1 and None not in later
+    # another chat that began with the same prompt: a different first answer
+    other = copy.deepcopy(turns[2]["body"])
+    first_answer = next(m for m in other["messages"] if m["role"] == "assistant")
+    first_answer["content"] = "Another answer."
+    first_answer.pop("tool_calls", None)
+    assert conversation_key({}, other) not in later
 
 
 def test_store_is_a_bounded_lru() -> None:

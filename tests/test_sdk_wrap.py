@@ -289,11 +289,13 @@ def test_a_stream_broken_mid_way_is_the_sdks_error(scripted_upstream: ScriptedUp
 
 def test_conversation_state_lives_in_the_given_store(scripted_upstream: ScriptedUpstream) -> None:
     """The cap counts resumes per conversation in the store the wrapper is given: with
-    maxConsecutiveRescues 1, the second looping answer in a row is cut, not resumed."""
+    maxConsecutiveRescues 1, the second looping answer in a row is cut, not resumed (one
+    conversation: the client names its session)."""
     store = LocalStates(16)
-    client = looprescue.wrap(
-        openai_client(scripted_upstream), {"maxConsecutiveRescues": 1}, store=store
+    session = openai_client(scripted_upstream).with_options(
+        default_headers={"x-looprescue-session": "chat-1"}
     )
+    client = looprescue.wrap(session, {"maxConsecutiveRescues": 1}, store=store)
     scripted_upstream.enqueue(corpus_response(REASONING_LOOP), CONTINUATION)
     scripted_upstream.enqueue(corpus_response(REASONING_LOOP))
     first, _, _ = openai_call(client, True, False)

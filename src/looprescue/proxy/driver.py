@@ -66,7 +66,7 @@ class ExchangeDriver:
 
     async def carry_out(self, step: Step) -> None:
         """Everything of a step except the client bytes and the upstream actions."""
-        if step.save is not None:
+        if step.save is not None and self.key:
             await self.store.save(self.key, step.save)
         if step.audit and self.audit is not None:
             elapsed = self.clock.elapsed_ms()

@@ -52,7 +52,7 @@ class Prepared:
 
     wire: Wire
     body: dict[str, Any]
-    key: str  # the conversation
+    key: str  # the conversation ("": none, a first turn without a session identifier)
     lang: Lang
 
 
@@ -195,7 +195,7 @@ class RescueService:
             return Rejected(wire, problem)
         if not wire.rescues(body):
             return None
-        key = conversation_key(headers, body)
+        key = conversation_key(headers, body, wire.name) or ""
         lang = conversation_language(body, self.config.language)
         return Prepared(wire, body, key, lang)
 
@@ -216,7 +216,8 @@ class RescueService:
         ``adapter`` names who serves it in the metrics (proxy, sdk, litellm); ``off_loop``
         starts it in a worker thread (None: when ``raw`` is large)."""
         config, body, wire = self.config, prepared.body, prepared.wire
-        state = await self.store.load(prepared.key)
+        # a request of no conversation shares no state with any other
+        state = await self.store.load(prepared.key) if prepared.key else None
         engine = RescueEngine(
             config,
             wire,

@@ -1,8 +1,14 @@
 """Per-conversation rescue state: caps, stall streaks, retry parameters, language.
 
-A conversation is identified by DSH's ``x-deepseek-harness-session-id`` header, else an explicit
-``x-looprescue-session`` header, else a hash of the system prompt and the first user message
-(stable across the turns of one chat). States live in a bounded LRU owned by the adapter.
+A conversation is identified by the client's own session identifier where it sends one (a
+header: DSH's, Claude Code's, Codex's, ``x-looprescue-session``; a body field: DSH's session
+log, ``prompt_cache_key``, Anthropic ``metadata.user_id``, OpenAI ``user``), else by its
+history: the system prompt, the first user message and the first answer (stable across the
+turns of one chat, and an answer is the model's own, so two chats differ from their second
+turn on). A first turn without an identifier belongs to no conversation: it cannot be told
+from another request with the same prompt, and independent requests never share counters.
+Keys carry the route's protocol, so the two routes never share either. States live in a
+bounded LRU owned by the adapter.
 """
 
 from __future__ import annotations
@@ -17,7 +23,15 @@ from typing import Any
 from ..language import text_language
 from .marker import Lang
 
-SESSION_HEADERS = ("x-deepseek-harness-session-id", "x-looprescue-session")
+SESSION_HEADERS = (
+    "x-deepseek-harness-session-id",
+    "x-looprescue-session",
+    "x-claude-code-session-id",
+    "session_id",  # Codex CLI
+    "session-id",
+)
+# body fields that name the client's session or user, most specific first
+SESSION_FIELDS = ("prompt_cache_key", "metadata.user_id", "user")
 
 
 @dataclass
@@ -92,33 +106,78 @@ class ConversationStore:
         return key in self._states
 
 
-def conversation_key(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
-    """Identify the conversation of a request (header names are matched case-insensitively)."""
+def conversation_key(
+    headers: Mapping[str, str], body: Mapping[str, Any], route: str = ""
+) -> str | None:
+    """The conversation of a request on ``route`` (the protocol's name), or None when it
+    belongs to none (header names are matched case-insensitively)."""
+    prefix = f"{route}/" if route else ""
     lowered = {k.lower(): v for k, v in headers.items()}
     for name in SESSION_HEADERS:
         value = lowered.get(name, "").strip()
         if value:
-            return f"{name}:{value}"
-    system, first_user = _system_and_first_user(body)
+            return f"{prefix}{name}:{value}"
+    for name, value in _session_fields(body):
+        return f"{prefix}{name}:{value}"
+    system, first_user, first_answer = _conversation_start(body)
+    if first_answer is None:
+        return None
     digest = hashlib.sha256(
-        json.dumps([system, first_user], ensure_ascii=False, sort_keys=True).encode("utf-8")
+        json.dumps([system, first_user, first_answer], ensure_ascii=False).encode("utf-8")
     ).hexdigest()[:32]
-    return f"hash:{digest}"
+    return f"{prefix}hash:{digest}"
 
 
-def _system_and_first_user(body: Mapping[str, Any]) -> tuple[str, str]:
+def _session_fields(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The session identifiers a request body carries, most specific first."""
+    found = []
+    log = body.get("dsh_session_log")
+    session = log.get("session") if isinstance(log, Mapping) else None
+    if isinstance(session, Mapping) and isinstance(session.get("id"), str) and session["id"]:
+        found.append(("dsh_session", session["id"]))
+    for name in SESSION_FIELDS:
+        holder: Any = body
+        for part in name.split("."):
+            holder = holder.get(part) if isinstance(holder, Mapping) else None
+        if isinstance(holder, str) and holder.strip():
+            found.append((name, holder.strip()))
+    return found
+
+
+def _conversation_start(body: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """The system prompt, the first user message and the first answer (None: none yet)."""
     system = _flatten(body.get("system"))
-    first_user = ""
+    first_user: str | None = None
     for message in body.get("messages") or ():
         if not isinstance(message, Mapping):
             continue
         role = message.get("role")
-        if role in ("system", "developer") and not system:
+        if role in ("system", "developer") and not system and first_user is None:
             system = _flatten(message.get("content"))
-        elif role == "user":
+        elif role == "user" and first_user is None:
             first_user = _flatten(message.get("content"))
-            break
-    return system, first_user
+        elif role == "assistant" and first_user is not None:
+            return system, first_user, _answer_identity(message)
+    return system, first_user or "", None
+
+
+def _answer_identity(message: Mapping[str, Any]) -> str:
+    """What identifies an answer as a client sends it back: its text and its tool calls' ids
+    (reasoning is left out: clients drop or keep it from turn to turn)."""
+    content = message.get("content")
+    pieces = [] if isinstance(content, list) else [_flatten(content)]
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, Mapping):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                pieces.append(block["text"])
+            elif isinstance(block.get("id"), str):
+                pieces.append(block["id"])  # a tool call
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+            pieces.append(call["id"])
+    return "\n".join(pieces)
 
 
 def _flatten(content: Any) -> str:
