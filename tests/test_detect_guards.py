@@ -173,3 +173,11 @@ def test_renumbered_list_is_not_a_loop():
     )
     assert scan_text(text, "text") == []
     assert scan_text(text, "reasoning") == []
+
+
+def test_a_chinese_enumeration_is_words_not_a_chant_of_numbers():
+    # four CJK chars say as much as eight letters: 用户编号 N counted up is an enumeration a
+    # user asks for, where t1t2t3 is a chant
+    text = "下面是编号列表。\n\n" + "".join(f"{i}. 用户编号 {i}\n" for i in range(1, 51))
+    assert scan_text(text, "text") == []
+    assert scan_text(text, "reasoning") == []

@@ -128,6 +128,14 @@ def test_a_list_that_paused_too_long_starts_again() -> None:
     assert stream(text, ((1, 50),))[0] is None
 
 
+def test_a_list_past_a_count_asked_in_words_is_cut_after_it() -> None:
+    text = "Here they are:\n\n" + "".join(f"{i}. user id {i}\n" for i in range(1, 400))
+    detector = StreamDetector(CONFIG, watch="both", asked=asked_ranges("Give me ten user ids."))
+    hit = detector.feed("text", text) or detector.flush("text")
+    assert hit is not None and hit.rule == "overrun"
+    assert text[: hit.prune_offset].endswith("10. user id 10\n")
+
+
 def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
     detector = StreamDetector(CONFIG, watch="both", asked=((1, 50),))
     hit = detector.feed("reasoning", COUNT_TO) or detector.flush("reasoning")
@@ -150,6 +158,15 @@ def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
         ("Released 2024-12-01, version 3.10-3.12", ()),
         ("Count from 10 to 5.", ()),
         ("Rows 1 to 50s", ()),
+        # a count of items, in digits or in words, asks for the items 1 to N
+        ("Give me 50 user ids, one per line.", ((1, 50),)),
+        ("Write ten stubs.", ((1, 10),)),
+        ("请写出30个用户编号。", ((1, 30),)),
+        ("列出二十条建议", ((1, 20),)),
+        ("I have 3 cats and 2 dogs.", ()),  # too few to bound a list
+        ("In 2024 there were storms.", ()),  # a year
+        ("Explain it in 10 to 12 words.", ()),  # a range too short, a length
+        ("Summarise it in 100 words.", ()),
     ],
 )
 def test_asked_ranges(prompt: str, ranges: tuple[tuple[int, int], ...]) -> None:

@@ -542,6 +542,25 @@ def table_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+def overrun(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A list that counts on far past the count the user asked for (in words or digits)."""
+    n = rng.choice((10, 12, 20))
+    words = {10: ("ten", "十"), 12: ("twelve", "十二"), 20: ("twenty", "二十")}[n]
+    in_words = rng.random() < 0.5
+    if lang == "zh":
+        request = f"请写出{words[1] if in_words else n}个用户编号，每行一个。"
+        item = "用户编号 {i}"
+    else:
+        request = f"Give me {words[0] if in_words else n} user ids, one per line."
+        item = "user id {i}"
+    items = [f"{i}. {item.format(i=i)}\n" for i in range(1, 10 * n)]
+    head = preamble(rng, lang, channel) + "".join(items[:n])
+    return _loop_case(
+        "overrun", rng, lang, channel, "".join(items[n:]), 0, width(items[n]),
+        request=request, pre=head,
+    )
+
+
 LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "pool": pool,
     "rotation": rotation,
@@ -554,6 +573,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "word_repeat": word_repeat,
     "code_lines": code_lines,
     "table_rows": table_rows,
+    "overrun": overrun,
 }
 
 

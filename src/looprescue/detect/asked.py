@@ -1,4 +1,6 @@
-"""The numbered range a request asks for: "the numbers from 1 to 50", "task_1 到 task_10".
+"""The numbered range a request asks for: "the numbers from 1 to 50", "task_1 到 task_10",
+or a count of items, in digits or in words: "50 user ids", "ten stubs", "写出30个编号" (the
+items 1 to N).
 
 A counted list's text cannot say where it should stop; only the request can. The ``overrun``
 rule (``rules/overrun.py``) reads the ranges found here to tell a list the user asked for from
@@ -14,6 +16,8 @@ from typing import Final
 # model that writes a few more items than asked is not stuck.
 MIN_ASKED_ITEMS: Final = 5
 MAX_ASKED: Final = 100_000
+# A count above this is a year or a size ("in 2024", "2048 tokens"), not items to list.
+MAX_COUNT: Final = 1000
 
 # start and end with the same name in front of both ("task_1 to task_10", ".row-1 through
 # .row-40"), or none; the end is a whole number (not a date's month, not a version's part)
@@ -25,11 +29,58 @@ _RANGE: Final = re.compile(
 )
 
 
-def asked_ranges(text: str) -> tuple[tuple[int, int], ...]:
-    """The numbered ranges ``text`` asks for, as (first, last) pairs, in order."""
+_EN_NUMBERS: Final = {
+    "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
+    "twelve": 12, "dozen": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40,
+    "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
+}  # fmt: skip
+_ZH_DIGITS: Final = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+                     "八": 8, "九": 9}  # fmt: skip
+# A count of things: a number, then the things counted (not a range's "to", a unit's "of",
+# a decimal or a date). "50 user ids", "ten stubs", "a hundred rows".
+_EN_COUNT: Final = re.compile(
+    r"(?<![\w.,:/-])(?P<n>\d{1,6}|" + "|".join(_EN_NUMBERS) + r")(?![\w.,:/-])\s+"
+    r"(?!(?:to|through|thru|until|and|or|of|in|at|by|per|times|x|percent|from)\b)"
+    # a length or a duration is no list ("in 100 words", "5 minutes")
+    r"(?!(?:words?|char(?:acter)?s?|tokens?|letters?|sentences?|paragraphs?|pages?|bytes?"
+    r"|minutes?|seconds?|hours?|years?|px)\b)"
+    r"(?:[a-z][\w-]*\s+)?[a-z][\w-]*",
+    re.IGNORECASE,
+)
+# 30个, 二十条, 一百行: a Chinese count and its measure word.
+_ZH_COUNT: Final = re.compile(
+    r"(?<![\d.])(?P<n>\d{1,6}|[一两二三四五六七八九]?十[一二三四五六七八九]?|[一两二三四五六七八九]百)"
+    r"\s*[个条行项份道种句首位名段篇则组张]"
+)
+
+
+def _zh_number(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    if text.endswith("百"):
+        return 100 * _ZH_DIGITS[text[0]]
+    tens, _, ones = text.partition("十")
+    return 10 * (_ZH_DIGITS[tens] if tens else 1) + (_ZH_DIGITS[ones] if ones else 0)
+
+
+def _counts(text: str) -> list[int]:
     found = []
-    for match in _RANGE.finditer(text):
+    for match in _EN_COUNT.finditer(text):
+        n = match["n"].lower()
+        found.append(int(n) if n.isdigit() else _EN_NUMBERS[n])
+    found.extend(_zh_number(match["n"]) for match in _ZH_COUNT.finditer(text))
+    return found
+
+
+def asked_ranges(text: str) -> tuple[tuple[int, int], ...]:
+    """The numbered ranges ``text`` asks for, as (first, last) pairs, in order: the ranges
+    it names, then the counts it asks for (``50 user ids``: 1 to 50)."""
+    found = []
+    ranges = list(_RANGE.finditer(text))
+    for match in ranges:
         start, end = int(match["start"]), int(match["end"])
         if end - start + 1 >= MIN_ASKED_ITEMS and end <= MAX_ASKED:
             found.append((start, end))
+    if not ranges:  # a named range says what the count is about
+        found.extend((1, n) for n in _counts(text) if MIN_ASKED_ITEMS <= n <= MAX_COUNT)
     return tuple(found)

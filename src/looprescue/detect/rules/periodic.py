@@ -60,6 +60,7 @@ from looprescue.detect.recurrence import SuffixIndex
 from looprescue.detect.rules.pool import HOLD_CHARS, pool_horizon
 from looprescue.detect.shape import (
     CLAUSE_MARKS,
+    NO_SPACES_SCRIPT,
     Content,
     content_of,
     is_letter,
@@ -116,8 +117,9 @@ _ENDS_SENTENCE: Final = re.compile(r"(?:[。！？\n]|[.!?]\s)\s*$")
 # A renumbered list item at least this wide (``shape.text_width``) is a sentence, not an answer
 # word: copies of it are a block restated (``cycleBlockRepeats``).
 SENTENCE_ITEM_WIDTH: Final = 40
-# A counter template with at most this many letters is a chant of numbers, not an enumeration
-# anyone asked for (``t1t2t3``, ``1stu2stu``).
+# A counter template with at most this many letters (a CJK char counted as two) is a chant of
+# numbers, not an enumeration anyone asked for (``t1t2t3``, ``1stu2stu``; ``用户编号 7`` is
+# words).
 TINY_TEMPLATE_LETTERS: Final = 4
 
 
@@ -540,7 +542,7 @@ class PeriodicRule:
         if content is not Content.WORDS or looks_like_code(unit):
             return None
         block = units_in(unit) >= 2
-        if letters_in(unit) <= TINY_TEMPLATE_LETTERS:
+        if letters_in(unit) + len(NO_SPACES_SCRIPT.findall(unit)) <= TINY_TEMPLATE_LETTERS:
             # a row of results (``7 x 12 = 12``) is judged like an item: by whether its result
             # changes, not by the many copies a chant of numbers needs
             return "item" if "=" in unit and not block else "tiny"
