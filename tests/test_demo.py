@@ -16,7 +16,7 @@ from rich.console import Console
 from looprescue.demo.client import MARKER, MAX_TOKENS
 from looprescue.demo.run import DIRECT, RESCUED, run_demo
 from looprescue.demo.script import CLOSING, CYCLE, INTRO, PLANNING, ROTATION, stage_of
-from looprescue.demo.view import LiveView
+from looprescue.demo.view import LiveView, status
 from looprescue.detect import scan_text
 
 
@@ -104,3 +104,14 @@ def test_live_view_on_a_terminal_shows_both_streams_and_cuts_the_loops():
     assert rescued.answer().endswith(CLOSING)
     # the direct client saw both loops run on
     assert direct.text_of("text").count(CYCLE) > 10
+
+
+def test_at_80_columns_the_panels_show_their_whole_footers():
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80, height=30, color_system=None)
+    state = run_demo(LiveView(console), delay=0.001)
+    shown = screen.getvalue()
+    assert "starting the scripted model and the looprescue proxy" in shown[:200]
+    for side in (DIRECT, RESCUED):
+        footer = status(state, side, short=True)
+        assert len(footer) < 36 and footer in shown, footer

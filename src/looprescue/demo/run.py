@@ -62,6 +62,8 @@ class DemoState:
 
 
 class View(Protocol):
+    def starting(self, what: str) -> None: ...
+
     def tick(self, state: DemoState) -> None: ...
 
     def close(self, state: DemoState) -> None: ...
@@ -69,6 +71,8 @@ class View(Protocol):
 
 def run_demo(view: View, delay: float) -> DemoState:
     """Run everything, let ``view`` show it, return the final state."""
+    # the proxy is a process of its own: its start takes a second or two on a slow machine
+    view.starting("starting the scripted model and the looprescue proxy on 127.0.0.1 …")
     with (
         tempfile.TemporaryDirectory(prefix="looprescue-demo-") as workdir,
         DemoModel(delay) as model,

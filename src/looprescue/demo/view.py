@@ -45,16 +45,19 @@ def transcript_text(transcript: Transcript, labels: bool = True) -> Text:
     return out
 
 
-def status(state: DemoState, side: str) -> str:
+def status(state: DemoState, side: str, short: bool = False) -> str:
+    """How one side is doing; ``short`` fits a panel's footer at half of 80 columns."""
     transcript = state.direct if side == DIRECT else state.rescued
     seconds = transcript.seconds()
     if transcript.error:
         where = f"failed: {transcript.error}"
     elif transcript.done:
-        where = f"done ({transcript.stop_reason or 'no stop reason'})"
+        reason = transcript.stop_reason or "no stop reason"
+        where = reason if short else f"done ({reason})"
     else:
         where = "streaming"
-    return f"{state.tokens[side]} tokens generated · {seconds:.1f} s · {where}"
+    tokens = f"{state.tokens[side]} tok" if short else f"{state.tokens[side]} tokens generated"
+    return f"{tokens} · {seconds:.1f} s · {where}"
 
 
 def event_lines(state: DemoState) -> list[str]:
@@ -126,6 +129,9 @@ class LiveView:
         self.live = Live(console=console, auto_refresh=False, redirect_stdout=False)
         self.live.start()
 
+    def starting(self, what: str) -> None:
+        self.live.update(Text(what, style="dim"), refresh=True)
+
     def tick(self, state: DemoState) -> None:
         self.live.update(self._frame(state), refresh=True)
 
@@ -138,13 +144,21 @@ class LiveView:
         events = event_lines(state)[-6:]
         body = max(6, self.console.height - len(events) - 8)
         width = max(20, self.console.width // 2 - 4)
+        # a footer longer than its panel is cut by rich: below ~110 columns the short one
+        short = width < 52
         grid = Table.grid(expand=True)
         grid.add_column(ratio=1)
         grid.add_column(ratio=1)
         grid.add_row(
-            self._panel(state.direct, "without looprescue", status(state, DIRECT), body, width),
             self._panel(
-                state.rescued, "through looprescue proxy", status(state, RESCUED), body, width
+                state.direct, "without looprescue", status(state, DIRECT, short), body, width
+            ),
+            self._panel(
+                state.rescued,
+                "through looprescue" if short else "through looprescue proxy",
+                status(state, RESCUED, short),
+                body,
+                width,
             ),
         )
         log = Text("\n".join(events) or "waiting for a loop…")
@@ -165,6 +179,9 @@ class PlainView:
         self.console = console
         self._shown = 0
         self._finished: set[str] = set()
+
+    def starting(self, what: str) -> None:
+        self.console.print(Text(what))
 
     def tick(self, state: DemoState) -> None:
         lines = event_lines(state)
