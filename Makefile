@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: demo test bench lint docs clean e2e
 
@@ -19,7 +20,17 @@ $(STAMP): pyproject.toml setup.py $(COMPILED) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the proxy and the scripted model's server, not the test tools: it installs the
+# [demo] extra, pure Python (no mypyc compile on its path), with pip's progress on screen. A
+# venv `make test` installed has all of it already (compiled).
+$(DEMO_STAMP): pyproject.toml setup.py | $(BIN)/python
+	@if [ ! -f $(STAMP) ]; then \
+		echo "installing looprescue[demo] into $(VENV) (pure Python, about 25 packages)"; \
+		LOOPRESCUE_PURE=1 $(BIN)/python -m pip install --progress-bar on -e '.[demo]'; \
+	fi
+	@touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/looprescue demo
 
 test: $(STAMP)
@@ -34,8 +45,8 @@ e2e: $(STAMP)
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks docgen e2e setup.py
-	$(BIN)/ruff format --check src tests benchmarks docgen e2e setup.py
+	$(BIN)/ruff check src tests benchmarks docgen e2e setup.py build_backend
+	$(BIN)/ruff format --check src tests benchmarks docgen e2e setup.py build_backend
 
 # the generated parts of README.md and docs/cli.md (tests/test_docs.py says when they are stale)
 docs: $(STAMP)

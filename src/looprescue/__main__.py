@@ -1,3 +1,3 @@
-from looprescue.cli import main
+from looprescue.entry import main
 
 main()

@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from looprescue.commands.common import EXIT_BUG, EXIT_UNREADABLE, Settings, report_crash
+from looprescue.extras import missing_extra
 
 
 def _framework_exceptions() -> tuple[
@@ -52,6 +53,15 @@ class _GuardedGroup(TyperGroup):
             raise typer.Exit(EXIT_UNREADABLE) from None
         except _PASSING:
             raise
+        except ModuleNotFoundError as exc:
+            # a feature of an extra that is not installed: say which, not "a bug"
+            command = getattr(ctx, "invoked_subcommand", None) or ""
+            error = missing_extra(exc, f"looprescue {command}".strip())
+            if error is None:
+                report_crash(exc)
+                raise typer.Exit(EXIT_BUG) from None
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE) from None
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None

@@ -36,10 +36,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any
 
-from litellm.integrations.custom_guardrail import CustomGuardrail
-from litellm.integrations.custom_logger import CustomLogger
-from litellm.types.guardrails import GuardrailEventHooks
-from litellm.types.utils import ModelResponse, ModelResponseStream
+from ..extras import missing_extra
+
+try:
+    from litellm.integrations.custom_guardrail import CustomGuardrail
+    from litellm.integrations.custom_logger import CustomLogger
+    from litellm.types.guardrails import GuardrailEventHooks
+    from litellm.types.utils import ModelResponse, ModelResponseStream
+except ModuleNotFoundError as exc:
+    raise (missing_extra(exc, "looprescue.integrations.litellm") or exc) from None
 
 from ..config import ConfigError, LoopRescueConfig, config_from_mapping, load_config
 from ..proxy import jsonfast
