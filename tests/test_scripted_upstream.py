@@ -125,6 +125,50 @@ def test_raw_wire_names_every_event_like_its_data_type(scripted_upstream):
     assert scripted_upstream.requests == []
 
 
+SEARCH_BLOCKS = (
+    {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "loop rescue"},
+    },
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [
+            {
+                "type": "web_search_result",
+                "title": "Loop rescue",
+                "url": "https://example.com/a",
+                "encrypted_content": "enc",
+                "page_age": None,
+            }
+        ],
+    },
+)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_anthropic_server_tool_blocks_come_before_the_text(scripted_upstream, stream):
+    scripted_upstream.enqueue(ScriptedResponse(server_blocks=SEARCH_BLOCKS, text="Found it."))
+    client = anthropic_client(scripted_upstream)
+    if stream:
+        with client.messages.stream(model="m", max_tokens=100, messages=PROMPT) as events:
+            message = events.get_final_message()
+    else:
+        message = client.messages.create(model="m", max_tokens=100, messages=PROMPT)
+    use, result, text = message.content
+    assert (use.type, use.id, use.name, use.input) == (
+        "server_tool_use",
+        "srvtoolu_1",
+        "web_search",
+        {"query": "loop rescue"},
+    )
+    assert (result.type, result.tool_use_id) == ("web_search_tool_result", "srvtoolu_1")
+    assert result.content[0].url == "https://example.com/a"
+    assert text.text == "Found it."
+
+
 # ----------------------------------------------------------------- OpenAI Chat Completions
 
 
@@ -361,6 +405,67 @@ def test_corpus_loop_streams_in_its_channel(scripted_upstream):
         f"corpus:{record['id']}",
         f"corpus:{text_record['id']}",
     ]
+
+
+# ----------------------------------------------------------------- OpenAI Responses
+
+
+def test_responses_stream_with_reasoning_text_and_a_function_call(scripted_upstream):
+    scripted_upstream.enqueue(
+        ScriptedResponse(
+            reasoning="List first.",
+            text="Listing.",
+            tool_calls=[ToolCall("exec_command", {"cmd": "ls"}, id="call_fixed")],
+            input_tokens=10,
+        )
+    )
+    client = openai_client(scripted_upstream)
+    stream = client.responses.create(model="m", input="List the files.", stream=True)
+    events = list(stream)
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    summary = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    arguments = "".join(
+        e.delta for e in events if e.type == "response.function_call_arguments.delta"
+    )
+    assert (summary, text, arguments) == ("List first.", "Listing.", '{"cmd":"ls"}')
+    final = events[-1].response
+    assert [item.type for item in final.output] == ["reasoning", "message", "function_call"]
+    assert final.output_text == "Listing."
+    call = final.output[2]
+    assert (call.call_id, call.name, call.arguments) == (
+        "call_fixed",
+        "exec_command",
+        '{"cmd":"ls"}',
+    )
+    assert final.usage.input_tokens == 10 and final.usage.output_tokens > 0
+    recorded = scripted_upstream.requests[-1]
+    assert (recorded.protocol, recorded.path, recorded.stream) == (
+        "responses",
+        "/v1/responses",
+        True,
+    )
+
+
+def test_responses_non_streaming_returns_the_whole_response(scripted_upstream):
+    scripted_upstream.enqueue(ScriptedResponse(text="Plain answer."))
+    response = openai_client(scripted_upstream).responses.create(model="m", input="Hi.")
+    assert response.status == "completed" and response.output_text == "Plain answer."
+    assert [item.type for item in response.output] == ["message"]
+
+
+def test_responses_in_band_error_ends_the_stream(scripted_upstream):
+    scripted_upstream.enqueue(ScriptedResponse(text="Partial answer.", error_event_after=3))
+    reply = httpx.post(
+        scripted_upstream.url("/v1/responses"),
+        json={"model": "m", "input": "Hi.", "stream": True},
+    )
+    events = parse_sse(reply.text)
+    assert [name for name, _ in events][-1] == "error"
+    assert "response.completed" not in [name for name, _ in events]
+    assert scripted_upstream.requests[-1].outcome == "error_event"
 
 
 def test_unknown_paths_are_recorded_and_answered_404(scripted_upstream):

@@ -3,7 +3,8 @@
 It speaks the two protocols DSH and its peers use (FORMAT.md §10 and §11):
 
 * Anthropic Messages: ``POST /v1/messages`` (streaming SSE and plain JSON);
-* OpenAI Chat Completions: ``POST /v1/chat/completions`` and ``POST /chat/completions``.
+* OpenAI Chat Completions: ``POST /v1/chat/completions`` and ``POST /chat/completions``;
+* OpenAI Responses: ``POST /v1/responses`` (what Codex CLI speaks; streaming and plain JSON).
 
 A script is a queue of :class:`ScriptedResponse`; each request consumes the first queued
 response whose ``match`` accepts it. DSH's title side requests are answered by a standing rule
@@ -150,6 +151,10 @@ class ScriptedResponse:
     input_tokens: int = 176
     cache_read_tokens: int = 0
     ping: bool = True
+    # Anthropic only: content blocks sent as they are before the text, e.g. a server tool's
+    # ``server_tool_use`` and ``web_search_tool_result``. A block with an ``input`` streams it
+    # as ``input_json_delta``; any other block goes whole in its ``content_block_start``.
+    server_blocks: Sequence[Mapping[str, Any]] = ()
 
     def __post_init__(self) -> None:
         low, high = self.delta_chars
@@ -179,7 +184,7 @@ class RecordedRequest:
     raw_body: bytes
     body: Any
     time: float
-    protocol: str  # "anthropic" | "openai" | "other"
+    protocol: str  # "anthropic" | "openai" | "responses" | "other"
     purpose: str  # "agent" | "title" | "compaction" | "other"
     stream: bool
     answered_with: str = ""
@@ -427,6 +432,15 @@ def anthropic_stream_frames(
         if signature is not None:
             deltas.append({"type": "signature_delta", "signature": signature})
         block({"type": "thinking", "thinking": "", "signature": ""}, deltas)
+    for server_block in response.server_blocks:
+        if "input" in server_block:
+            arguments = _dumps(server_block["input"])
+            block(
+                {**server_block, "input": {}},
+                [{"type": "input_json_delta", "partial_json": arguments}],
+            )
+        else:
+            block(server_block, [])
     if response.text:
         block(
             {"type": "text", "text": ""},
@@ -466,6 +480,7 @@ def anthropic_message(response: ScriptedResponse, model: str, message_number: in
         signature = _signature(response, message_id)
         thinking["signature"] = signature or ""
         content.append(thinking)
+    content.extend(dict(server_block) for server_block in response.server_blocks)
     if response.text:
         content.append({"type": "text", "text": response.text})
     for position, call in enumerate(response.tool_calls):
@@ -578,6 +593,134 @@ def openai_completion(response: ScriptedResponse, model: str, message_number: in
     }
 
 
+def _responses_usage(response: ScriptedResponse) -> dict[str, Any]:
+    prompt = response.input_tokens + response.cache_read_tokens
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": response.cache_read_tokens},
+        "output_tokens": response.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": max(0, len(response.reasoning) // 4)},
+        "total_tokens": prompt + response.output_tokens,
+    }
+
+
+def _responses_items(response: ScriptedResponse, message_number: int) -> list[dict[str, Any]]:
+    """The finished output items of a Responses API answer: reasoning, message, calls."""
+    items: list[dict[str, Any]] = []
+    if response.reasoning:
+        items.append(
+            {
+                "id": f"rs_scripted_{message_number}",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": response.reasoning}],
+            }
+        )
+    if response.text:
+        items.append(
+            {
+                "id": f"msg_scripted_{message_number}",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": response.text, "annotations": []}],
+            }
+        )
+    for position, call in enumerate(response.tool_calls):
+        items.append(
+            {
+                "id": f"fc_scripted_{message_number}_{position}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": _tool_id("call", message_number, position, call),
+                "name": call.name,
+                "arguments": call.arguments_json(),
+            }
+        )
+    return items
+
+
+def responses_object(
+    response: ScriptedResponse, model: str, message_number: int, status: str = "completed"
+) -> dict[str, Any]:
+    """A whole Responses API ``response`` object (``status`` "in_progress": nothing out yet)."""
+    done = status == "completed"
+    return {
+        "id": f"resp_scripted_{message_number}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": model,
+        "output": _responses_items(response, message_number) if done else [],
+        "usage": _responses_usage(response) if done else None,
+        "error": None,
+        "incomplete_details": None,
+    }
+
+
+def responses_stream_frames(
+    response: ScriptedResponse, model: str, message_number: int
+) -> list[_Frame]:
+    """A Responses API stream: created, each output item (added, its deltas, done), completed.
+
+    Reasoning goes out as a reasoning summary, the channel Codex shows."""
+    rng = random.Random(response.seed)
+    frames: list[_Frame] = []
+    sequence = itertools.count()
+
+    def event(kind: str, is_delta: bool = False, **payload: Any) -> None:
+        body = {"type": kind, "sequence_number": next(sequence), **payload}
+        frames.append(_sse(kind, body, is_delta))
+
+    event(
+        "response.created",
+        response=responses_object(response, model, message_number, "in_progress"),
+    )
+    event(
+        "response.in_progress",
+        response=responses_object(response, model, message_number, "in_progress"),
+    )
+    for index, item in enumerate(_responses_items(response, message_number)):
+        item_id = item["id"]
+        where = {"item_id": item_id, "output_index": index}
+        if item["type"] == "reasoning":
+            event("response.output_item.added", output_index=index, item={**item, "summary": []})
+            part = {"type": "summary_text", "text": ""}
+            event("response.reasoning_summary_part.added", **where, summary_index=0, part=part)
+            for piece in split_deltas(response.reasoning, rng, response.delta_chars):
+                event(
+                    "response.reasoning_summary_text.delta",
+                    True,
+                    **where,
+                    summary_index=0,
+                    delta=piece,
+                )
+            text = response.reasoning
+            event("response.reasoning_summary_text.done", **where, summary_index=0, text=text)
+            part = {"type": "summary_text", "text": text}
+            event("response.reasoning_summary_part.done", **where, summary_index=0, part=part)
+        elif item["type"] == "message":
+            opening = {**item, "status": "in_progress", "content": []}
+            event("response.output_item.added", output_index=index, item=opening)
+            part = {"type": "output_text", "text": "", "annotations": []}
+            event("response.content_part.added", **where, content_index=0, part=part)
+            for piece in split_deltas(response.text, rng, response.delta_chars):
+                event("response.output_text.delta", True, **where, content_index=0, delta=piece)
+            text = response.text
+            event("response.output_text.done", **where, content_index=0, text=text)
+            part = {"type": "output_text", "text": text, "annotations": []}
+            event("response.content_part.done", **where, content_index=0, part=part)
+        else:
+            opening = {**item, "status": "in_progress", "arguments": ""}
+            event("response.output_item.added", output_index=index, item=opening)
+            for piece in split_deltas(item["arguments"], rng, response.delta_chars):
+                event("response.function_call_arguments.delta", True, **where, delta=piece)
+            arguments = item["arguments"]
+            event("response.function_call_arguments.done", **where, arguments=arguments)
+        event("response.output_item.done", output_index=index, item=item)
+    event("response.completed", response=responses_object(response, model, message_number))
+    return frames
+
+
 # --------------------------------------------------------------------------- request analysis
 
 
@@ -586,6 +729,8 @@ def _protocol_of(path: str) -> str:
         return "anthropic"
     if path.rstrip("/").endswith("/chat/completions"):
         return "openai"
+    if path.rstrip("/").endswith("/responses"):
+        return "responses"
     return "other"
 
 
@@ -978,6 +1123,8 @@ class _ScriptedReply(Response):
         number = self.recorded.index
         if self.recorded.protocol == "anthropic":
             message = anthropic_message(response, self._model(), number)
+        elif self.recorded.protocol == "responses":
+            message = responses_object(response, self._model(), number)
         else:
             message = openai_completion(response, self._model(), number)
         payload = _dumps(message).encode() if response.raw_body is None else response.raw_body
@@ -1012,6 +1159,13 @@ class _ScriptedReply(Response):
                     "type": "error",
                     "error": {"type": "overloaded_error", "message": "Overloaded"},
                 },
+            )
+        elif self.recorded.protocol == "responses":
+            frames = responses_stream_frames(response, self._model(), number)
+            error_frame = _sse(
+                "error",
+                response.error_event
+                or {"type": "error", "code": "server_error", "message": "Overloaded"},
             )
         else:
             options = self.recorded.body.get("stream_options")
