@@ -195,8 +195,9 @@ class RescueService:
             return Rejected(wire, problem)
         if not wire.rescues(body):
             return None
-        key = conversation_key(headers, body, wire.name) or ""
-        lang = conversation_language(body, self.config.language)
+        view = wire.conversation_view(body)  # the request as messages, in any protocol
+        key = conversation_key(headers, view, wire.name) or ""
+        lang = conversation_language(view, self.config.language)
         return Prepared(wire, body, key, lang)
 
     # ------------------------------------------------------------------ building

@@ -93,6 +93,11 @@ class Wire(ABC):
         """False for requests the protocol lets through without rescue."""
         return True
 
+    def conversation_view(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The request as a body with ``system`` and ``messages`` (roles, text contents), the
+        shape the conversation's identity and language are read from; other fields kept."""
+        return body
+
     def tool_history(self, body: Mapping[str, Any]) -> list[Any]:
         """The history's tool calls paired with their results (``guard/history.py``)."""
         return []
@@ -137,6 +142,10 @@ def wire_for(method: str, path: str) -> type[Wire] | None:
         from .openai import OpenAIWire
 
         return OpenAIWire
+    if trimmed.endswith("/v1/responses") or trimmed == "/responses":
+        from .responses import ResponsesWire
+
+        return ResponsesWire
     return None
 
 
