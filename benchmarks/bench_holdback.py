@@ -4,15 +4,17 @@ The rescue engine (the real one, no I/O) is fed one block at a time in 3-char de
 every 25 ms of virtual time: 120 chars/s, a typical streaming rate. A char's added delay is the
 time from its delta's arrival to the engine releasing it; nothing sleeps.
 
-* Healthy text: the records labelled ``normal`` of ``corpus/healthy.jsonl`` (real answers and
-  reasoning traces of models), of ``corpus/smollm2.jsonl``, and of the shared dev corpus where
-  it is present (measured, never required).
+* Healthy text: the records labelled ``normal`` of ``corpus/healthy.jsonl`` (real long answers
+  of models), of ``corpus/smollm2.jsonl``, and of the shared dev corpus where it is present
+  (measured, never required; its reasoning records are the only reasoning traces here).
 * Loops: the records labelled ``loop`` of ``corpus/smollm2.jsonl`` and of the dev corpus. Each
   is fed until the engine cuts it; ``leaked`` is the engine's own ``leaked_loop_chars``: loop
   text past the prune point (past the one copy a periodic loop may keep, any of a pool) that
-  had reached the client when the loop was confirmed.
+  had reached the client when the loop was confirmed. ``leaking (pools)``: loops with any
+  leaked char, and of the pool loops, those of which any phrase got out.
 
-The curve runs ``holdMaxChars`` from no bound down; the default's row is marked.
+The curve runs ``holdMaxMs`` (and a few ``holdMaxChars``) from no bound down; the default's row
+is marked. ``python -m benchmarks.bench_holdback 800/none none/120`` measures given bounds.
 """
 
 from __future__ import annotations
@@ -133,6 +135,8 @@ class Row:
     loops: int
     cut: int
     leaking: int  # loops with any leaked char
+    pools: int  # pool loops, and those of which any char got out
+    pools_leaking: int
     leaked: int  # leaked chars over all loops
     worst: int  # most leaked chars of one loop
     worst_id: str
@@ -147,16 +151,21 @@ def measure(hold: tuple[int | None, int | None], healthy: list[Record], loops: l
             raise RuntimeError(f"{record.id}: a healthy record was cut (hold {hold})")
         delays += block.delays_ms
         held += block.held
-    cut = leaking = leaked = worst = 0
+    cut = leaking = leaked = worst = pools = pools_leaking = 0
     worst_id = "-"
     for record in loops:
         block = stream_block(record, hold, record.scored_text())
         cut += block.cut
         leaking += block.leaked > 0
+        if record.kind == "pool":
+            pools += 1
+            pools_leaking += block.leaked > 0
         leaked += block.leaked
         if block.leaked > worst:
             worst, worst_id = block.leaked, record.id
-    return Row(hold, delays, held, len(loops), cut, leaking, leaked, worst, worst_id)
+    return Row(
+        hold, delays, held, len(loops), cut, leaking, pools, pools_leaking, leaked, worst, worst_id
+    )
 
 
 def main(argv: Sequence[str] = ()) -> None:
@@ -171,7 +180,8 @@ def main(argv: Sequence[str] = ()) -> None:
     )
     print(
         "  holdMaxMs / holdMaxChars | delay p50 / p90 / p99 / max ms"
-        " | held chars p50 / p90 / p99 / max | loops cut | leaking | leaked chars (worst: record)"
+        " | held chars p50 / p90 / p99 / max | loops cut | leaking (pools) | leaked chars"
+        " (worst: record)"
     )
     # argv: MS/CHARS pairs, e.g. 800/none
     bounds = [_bound(a) for a in argv] or list(BOUNDS)
@@ -184,7 +194,8 @@ def main(argv: Sequence[str] = ()) -> None:
             f"  {name + mark:>24s} | {percentile(d, 0.5):5.0f} / {percentile(d, 0.9):5.0f} / "
             f"{percentile(d, 0.99):5.0f} / {max(d):6.0f} | {percentile(h, 0.5):4.0f} / "
             f"{percentile(h, 0.9):4.0f} / {percentile(h, 0.99):5.0f} / {max(h):5d} | "
-            f"{row.cut}/{row.loops} | {row.leaking} | {row.leaked} "
+            f"{row.cut}/{row.loops} | {row.leaking} ({row.pools_leaking}/{row.pools}) | "
+            f"{row.leaked} "
             f"({row.worst}: {row.worst_id})",
             flush=True,
         )

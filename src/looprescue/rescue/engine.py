@@ -83,7 +83,7 @@ from .events import (
     UsageReported,
 )
 from .marker import Lang
-from .release import NEVER, Released, ReleaseQueue
+from .release import Released, ReleaseQueue
 from .sanitize import HistoryCache, HistoryCut, sanitize_history
 
 _UNLIMITED = 1 << 62
@@ -506,7 +506,7 @@ class RescueEngine:
                     queue.push_text(index, channel, start, text, self._now)
                     self._release_due = True
                     return []
-                safe = max(attempt.detector.safe_offset(channel), end - self._hold_max)
+                safe = self._safe_offset(channel)
                 # this judges the whole run of the read so far: nothing is left to settle
                 self._release_due = False
                 if not queue and safe >= end:
@@ -568,12 +568,20 @@ class RescueEngine:
     # ------------------------------------------------------------------ release
 
     def _safe_offset(self, channel: Channel) -> int:
-        """How far ``channel`` may go out: the detector's watermark, or the hold bound when
-        that is further (what passes the bound and then turns out loop counts as leaked)."""
+        """How far ``channel`` may go out: the detector's watermark, or the hold bounds when
+        they reach further (what passes a bound and then turns out loop counts as leaked)."""
         if channel not in self._watched:
             return _UNLIMITED
         attempt = self._attempt
-        return max(attempt.detector.safe_offset(channel), attempt.fed[channel] - self._hold_max)
+        safe: int = attempt.detector.safe_offset(channel)
+        bound = attempt.fed[channel] - self._hold_max
+        now = self._now
+        if now >= 0 and self._hold_ms >= 0:
+            due = now - self._hold_ms
+            # text coming in now is due at once only when nothing may wait (holdMaxMs 0)
+            due_end = attempt.fed[channel] if due >= now else attempt.queue.due_end(channel, due)
+            bound = max(bound, due_end)
+        return max(safe, bound)
 
     def _release(
         self, safe_offset: Callable[[Channel], int] | None, known: dict[str, int] | None = None
@@ -581,9 +589,7 @@ class RescueEngine:
         """Queued items up to the safe offsets (everything when ``safe_offset`` is None);
         ``known``: safe offsets just asked for, not to be asked again."""
         out: list[EngineOutput] = []
-        now = self._now
-        due = now - self._hold_ms if now >= 0 and self._hold_ms >= 0 else NEVER
-        for item in self._attempt.queue.release(safe_offset, known, due):
+        for item in self._attempt.queue.release(safe_offset, known):
             if type(item) is Released:
                 out += self._emit_text(item.up_index, item.channel, item.text)
             else:

@@ -57,8 +57,6 @@ class Released:
 
 
 Item = Released | UpstreamEvent
-# a ``due`` no piece came in at or before: no time bound
-NEVER: Final = float("-inf")
 
 
 class ReleaseQueue:
@@ -96,16 +94,24 @@ class ReleaseQueue:
     def push_event(self, event: UpstreamEvent) -> None:
         self._entries.append(event)
 
+    def due_end(self, channel: Channel, due: float) -> int:
+        """Where ``channel``'s text that came in at ``due`` or before ends (-1: none of it
+        waits): the queue is in arrival order, so only its head is looked at."""
+        end = -1
+        for entry in self._entries:
+            if not isinstance(entry, Held):
+                continue
+            if entry.at > due:
+                break
+            if entry.channel == channel:
+                end = entry.start + len(entry.text)
+        return end
+
     def release(
-        self,
-        safe_offset: Callable[[Channel], int] | None,
-        known: dict[str, int] | None = None,
-        due: float = NEVER,
+        self, safe_offset: Callable[[Channel], int] | None, known: dict[str, int] | None = None
     ) -> list[Item]:
         """Everything up to ``safe_offset(channel)`` (all of it when ``safe_offset`` is None);
-        ``known`` holds channels' safe offsets already at hand (asked once per call). A piece
-        that came in at ``due`` or before goes out whatever the offset (the hold's time
-        bound)."""
+        ``known`` holds channels' safe offsets already at hand (asked once per call)."""
         entries = self._entries
         out: list[Item] = []
         # the two channels' limits, -1 until asked (plain locals: this runs once per read)
@@ -138,8 +144,6 @@ class ReleaseQueue:
                     reasoning_limit = safe_offset(channel)
                 limit = reasoning_limit
             start = entry.start
-            if entry.at <= due:
-                limit = entry.end  # held as long as it may be
             if limit <= start:
                 break
             if entry.up_index != run_index or channel != run_channel:
