@@ -4,7 +4,9 @@ Channel text is queued as :class:`Held` pieces (with their channel offsets); the
 must keep their place relative to that text (tool-call pieces, signatures, block stops) are
 queued between them. :meth:`ReleaseQueue.release` lets everything out up to each channel's
 safe offset, in order, merging consecutive pieces of one block into one :class:`Released` run
-so a held tail and the next delta's head make one client frame.
+so a held tail and the next delta's head make one client frame. Each piece keeps the time it
+came in, on the clock the adapter tells the engine, so the engine can bound how long text waits
+(:meth:`ReleaseQueue.due_end`, ``holdMaxMs``).
 """
 
 from __future__ import annotations
