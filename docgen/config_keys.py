@@ -171,4 +171,24 @@ MEANINGS = {
     "proxy.state": "Where conversation state lives: `memory` (each process its own) or"
     " `redis://host:port/db` (`rediss://`, `unix://`), shared by workers and instances"
     " (`--state`).",
+    "proxy.uds": "Listen on this Unix socket instead of `host` and `port` (`--uds`).",
+    "proxy.headerTimeoutMs": "A request head (request line and headers) must arrive whole"
+    " this soon after its first byte; else the client gets a 408 and the connection closes.",
+    "proxy.bodyTimeoutMs": "A request body that sends nothing for this long gets a 408 and"
+    " the connection closes.",
+    "proxy.keepAliveTimeoutMs": "An idle client connection (no request under way) is closed"
+    " after this long.",
+    "proxy.sendTimeoutMs": "A client that reads nothing of its response for this long, while"
+    " the proxy has bytes for it, is disconnected.",
+    "proxy.maxHeaderBytes": "Bytes of a request's line and headers; a longer URL gets a 414,"
+    " longer headers a 431.",
+    "proxy.maxHeaders": "Header fields in one request; more get a 431.",
+    "proxy.maxBodyBytes": "Bytes of a request body; a larger one gets a 413 before it is read"
+    " (as soon as its length or its running total says so).",
+    "proxy.maxConnections": "Client connections one process holds open (at most half its"
+    " open-file limit, the rest is for the upstream). At the limit, the longest-idle"
+    " keep-alive connection is closed to make room; when none is idle, the newcomer gets a"
+    " 503 and is closed.",
+    "proxy.shutdownGraceMs": "On SIGTERM or SIGINT the proxy stops accepting and lets the"
+    " responses in flight finish for this long, then cuts the rest.",
 }

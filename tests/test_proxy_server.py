@@ -38,7 +38,7 @@ from tests.test_proxy_http import (
 from looprescue.config import load_config
 from looprescue.detect import scan_text
 from looprescue.proxy.app import create_app
-from looprescue.proxy.server import HttpServer
+from looprescue.proxy.server import HttpServer, Limits
 
 
 class NativeProxy(ProxyServer):
@@ -50,12 +50,16 @@ class NativeProxy(ProxyServer):
         upstream_url: str,
         send_buffer: int = 0,
         app_options: dict[str, Any] | None = None,
+        limits: Limits | None = None,
         **overrides: Any,
     ) -> None:
         """``send_buffer``: the kernel's send buffer of every client connection, in bytes;
-        ``app_options`` go to ``create_app``."""
+        ``app_options`` go to ``create_app``; ``limits`` to the server (default: the
+        config's, with 1 s of keep-alive and of grace)."""
         self.app = create_app(load_config(None, overrides), upstream_url, **(app_options or {}))
-        self.server = HttpServer(self.app, keepalive_seconds=1.0, graceful_seconds=1.0)
+        if limits is None:
+            limits = Limits(keepalive=1.0, graceful=1.0)
+        self.server = HttpServer(self.app, limits)
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if send_buffer:  # accepted connections inherit it

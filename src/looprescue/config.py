@@ -160,6 +160,23 @@ class ProxyConfig(_Strict):
     workers: int = Field(1, ge=1, le=64)
     # where per-conversation state lives: "memory" (this process) or redis://host:port[/db]
     state: str = Field("memory", pattern=r"^(memory|rediss?://.+|unix://.+)$")
+    # listen on this Unix socket instead of host and port
+    uds: str | None = None
+    # The server's limits: each one a client can exceed gets its HTTP answer (408, 413, 431,
+    # 503) instead of holding memory, a file descriptor or the event loop.
+    headerTimeoutMs: int = Field(10_000, ge=1, le=3_600_000)
+    bodyTimeoutMs: int = Field(30_000, ge=1, le=3_600_000)
+    keepAliveTimeoutMs: int = Field(5_000, ge=1, le=3_600_000)
+    # a client that reads none of its response for this long is dropped
+    sendTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
+    maxHeaderBytes: int = Field(64 << 10, ge=1024, le=16 << 20)
+    maxHeaders: int = Field(100, ge=8, le=10_000)
+    # Anthropic's Messages API takes requests up to 32 MB
+    maxBodyBytes: int = Field(32 << 20, ge=1024, le=1 << 30)
+    # client connections per process (also kept under half the open-file limit)
+    maxConnections: int = Field(1000, ge=1, le=1_000_000)
+    # how long streams in flight may go on after SIGTERM/SIGINT before they are cut
+    shutdownGraceMs: int = Field(30_000, ge=0, le=3_600_000)
 
 
 class LoopRescueConfig(_Strict):

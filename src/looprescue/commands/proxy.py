@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import resource
 import signal
 import socket
 from collections.abc import Callable
@@ -33,6 +34,7 @@ def resolve_config(
     settings: list[str] | None = None,
     workers: int | None = None,
     state: str | None = None,
+    uds: Path | None = None,
 ) -> LoopRescueConfig:
     """YAML first, then ``--set`` flags, then the dedicated flags; raises ConfigError naming the
     bad key."""
@@ -44,6 +46,7 @@ def resolve_config(
         "proxy.auditLog": str(audit_log) if audit_log is not None else None,
         "proxy.workers": workers,
         "proxy.state": state,
+        "proxy.uds": str(uds) if uds is not None else None,
     }
     overrides: dict[str, Any] = {
         **parse_settings(settings),
@@ -65,7 +68,7 @@ def run_proxy(
     its own upstream pool and its own view of ``proxy.state``. ``wrap`` may wrap the ASGI app
     (benchmarks add an introspection route this way)."""
     from looprescue.proxy.app import create_app
-    from looprescue.proxy.server import HttpServer
+    from looprescue.proxy.server import HttpServer, Limits
     from looprescue.proxy.state import open_store
 
     def serve() -> None:
@@ -73,19 +76,47 @@ def run_proxy(
         app = create_app(
             cfg, cfg.proxy.upstream or "", store=store, detector_factory=detector_factory
         )
-        server = HttpServer(wrap(app) if wrap else app)
+        server = HttpServer(wrap(app) if wrap else app, Limits.from_config(cfg.proxy))
         settle_garbage_collector()
         server.run([sock])
 
-    sock = socket.socket(socket.AF_INET6 if ":" in cfg.proxy.host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((cfg.proxy.host, cfg.proxy.port))
-    sock.listen(4096)
-    sock.set_inheritable(True)
+    raise_open_file_limit()
+    sock = listening_socket(cfg)
     if cfg.proxy.workers == 1:
         serve()
         return
     _supervise(cfg.proxy.workers, serve)
+
+
+def listening_socket(cfg: LoopRescueConfig) -> socket.socket:
+    """The socket every worker accepts on: ``proxy.uds`` when set, else host and port."""
+    if cfg.proxy.uds:
+        path = Path(cfg.proxy.uds)
+        if path.is_socket():
+            # a socket file left by an earlier run that nothing listens on any more
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(str(path))
+                except OSError:
+                    path.unlink()
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+    else:
+        sock = socket.socket(socket.AF_INET6 if ":" in cfg.proxy.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((cfg.proxy.host, cfg.proxy.port))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    return sock
+
+
+def raise_open_file_limit() -> None:
+    """Take the whole open-file limit the system allows: each client connection needs a
+    descriptor, and one more while its stream is upstream."""
+    with contextlib.suppress(OSError, ValueError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def settle_garbage_collector() -> None:
@@ -178,6 +209,12 @@ def proxy_command(
         help="Where conversation state lives; Redis shares it between workers and instances "
         "(default: memory).",
     ),
+    uds: Path | None = typer.Option(
+        None,
+        "--uds",
+        metavar="PATH",
+        help="Listen on this Unix socket instead of host and port.",
+    ),
     settings: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP),
 ) -> None:
     """Run the rescue proxy in front of a model API.
@@ -198,7 +235,7 @@ def proxy_command(
     err = Console(stderr=True)
     try:
         cfg = resolve_config(
-            config, upstream, host, port, mode, audit_log, settings, workers, state
+            config, upstream, host, port, mode, audit_log, settings, workers, state, uds
         )
         from looprescue.proxy.app import Proxy
 
@@ -211,16 +248,15 @@ def proxy_command(
     except (ConfigError, ValueError) as exc:
         err.print("[red]error:[/red]", escape(str(exc)))
         raise typer.Exit(2) from None
+    where = cfg.proxy.uds or f"{cfg.proxy.host}:{cfg.proxy.port}"
+    shown = f"unix:{cfg.proxy.uds}" if cfg.proxy.uds else f"http://{where}"
     err.print(
-        f"looprescue proxy on http://{cfg.proxy.host}:{cfg.proxy.port} -> {cfg.proxy.upstream} "
+        f"looprescue proxy on {shown} -> {cfg.proxy.upstream} "
         f"(mode {cfg.mode}, watch {cfg.watch}, {cfg.proxy.workers} worker(s), "
         f"state {cfg.proxy.state})"
     )
     try:
         run_proxy(cfg)
     except OSError as exc:  # the port is taken, or the address is not ours
-        err.print(
-            "[red]error:[/red]",
-            escape(f"cannot listen on {cfg.proxy.host}:{cfg.proxy.port}: {exc}"),
-        )
+        err.print("[red]error:[/red]", escape(f"cannot listen on {where}: {exc}"))
         raise typer.Exit(2) from None

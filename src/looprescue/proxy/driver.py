@@ -165,6 +165,9 @@ class ExchangeDriver:
                 finally:
                     if not waiting.done():
                         waiting.cancel()
+                        # wait for it to stop: a continuation it opened meanwhile is then
+                        # among the responses aclose closes, never left open
+                        await asyncio.wait({waiting})
                 await self.carry_out(step)
                 if step.client:
                     yield step.client

@@ -240,6 +240,11 @@ class Http1Response:
     def _pump(self) -> None:
         feed, pumped = self._feed, self._pumped
         assert feed is not None and pumped is not None
+        if pumped.done():
+            # the pump's caller was cancelled (its client left) and has not run its cleanup
+            # yet: the bytes stay buffered for aclose, nobody is fed
+            self._feed = None
+            return
         while (item := self._take()) is not None:
             try:
                 result = feed(item)
@@ -370,6 +375,17 @@ class Http1Response:
         return self._connection.pool
 
 
+def _unless_cancelled(connection: _Connection) -> None:
+    """Close ``connection`` and raise CancelledError when the task was cancelled while a
+    ``wait_for`` inside it finished: before Python 3.12, ``wait_for`` then returns the result
+    and the cancellation is lost, and a request whose client left would go on."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is not None and cancelling():
+        connection.close()
+        raise asyncio.CancelledError
+
+
 def _taken(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
@@ -423,6 +439,7 @@ class Http1Transport:
         except (OSError, ssl.SSLError) as err:
             raise UpstreamError("connect", f"upstream unreachable: ConnectError: {err}") from None
         self._all.add(connection)
+        _unless_cancelled(connection)
         return connection
 
     def _idle_connection(self, origin: tuple[str, str, int]) -> _Connection | None:
@@ -518,6 +535,7 @@ class Http1Transport:
             except asyncio.CancelledError:
                 connection.close()
                 raise
+            _unless_cancelled(connection)
             return response
         raise UpstreamError("broken", "upstream connection broke before the response head")
 

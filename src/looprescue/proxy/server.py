@@ -9,12 +9,18 @@ lifespan work as under any ASGI server), and each request's scope carries a
 :class:`~looprescue.proxy.reply.Reply` (extension ``looprescue.reply``) through which the
 proxy writes a streamed piece straight to the connection's transport.
 
-What it does: keep-alive (5 s idle) and pipelined requests answered in order; request bodies
-by length or chunked, ``Expect: 100-continue``; responses by length or chunked (none for
-HEAD, 204, 304); a client that disconnects cancels the work guarding its request at once;
-writes wait while the client's socket buffer is full; a request the parser rejects gets a
-400 and the connection is closed. On SIGINT/SIGTERM it stops accepting, lets the requests in
-flight finish for up to 5 s, then cancels them and runs the app's lifespan shutdown.
+What it does: keep-alive and pipelined requests answered in order; request bodies by length
+or chunked, ``Expect: 100-continue``; responses by length, chunked, or (to an HTTP/1.0
+client) ended by the close (none for HEAD, 204, 304); a client that disconnects cancels the
+work guarding its request at once; writes wait while the client's socket buffer is full. On
+SIGINT/SIGTERM it stops accepting, lets the requests in flight finish for the grace period,
+then cancels them and runs the app's lifespan shutdown.
+
+Every resource a client can hold is bounded (:class:`Limits`, the ``proxy`` config keys), and
+going past a bound gets the protocol's answer, then the connection closes: a head that is
+slow (408) or too large (414 for the URL, 431), a body that is too large (413) or stops
+coming (408), a request line or target the server cannot serve (400, 405 for CONNECT), more
+connections than the limit (the longest-idle one is closed to make room, else 503).
 """
 
 from __future__ import annotations
@@ -22,36 +28,108 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import resource
 import signal
 import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
 import httptools
 
+from ..config import ProxyConfig
 from .reply import REPLY_EXTENSION, Headers, header_pairs, until_gone
 
 log = logging.getLogger("looprescue.proxy")
 
-KEEPALIVE_SECONDS = 5.0
-GRACEFUL_SECONDS = 5.0
 # Requests a client may pipeline behind the one being answered before its reads pause.
 MAX_PIPELINED = 16
+# File descriptors kept for everything but client connections (upstream, state, logs).
+RESERVED_FILES = 32
+# How long a refused client may go on sending (dropped) before the connection closes.
+LINGER_SECONDS = 2.0
+# At most this much of a request target goes into a log line.
+LOGGED_TARGET_CHARS = 120
 _NO_BODY_STATUSES = frozenset({204, 304})
-_BAD_REQUEST = (
-    b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 30\r\nconnection: close\r\n\r\nInvalid HTTP request received."
-)
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_ALLOWED_METHODS = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
 _STATUS_LINES: dict[int, bytes] = {}
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 App = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may hold (seconds and bytes; see ``ProxyConfig`` for each key)."""
+
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    keepalive: float = 5.0
+    send_timeout: float = 300.0
+    max_header_bytes: int = 64 << 10
+    max_headers: int = 100
+    max_body_bytes: int = 32 << 20
+    max_connections: int = 1000
+    graceful: float = 30.0
+
+    @classmethod
+    def from_config(cls, config: ProxyConfig) -> Limits:
+        return cls(
+            header_timeout=config.headerTimeoutMs / 1000,
+            body_timeout=config.bodyTimeoutMs / 1000,
+            keepalive=config.keepAliveTimeoutMs / 1000,
+            send_timeout=config.sendTimeoutMs / 1000,
+            max_header_bytes=config.maxHeaderBytes,
+            max_headers=config.maxHeaders,
+            max_body_bytes=config.maxBodyBytes,
+            max_connections=config.maxConnections,
+            graceful=config.shutdownGraceMs / 1000,
+        )
+
+
+def connection_cap(wanted: int) -> int:
+    """``wanted``, kept under half the process's open-file limit: each client connection may
+    need an upstream one too, and a server out of descriptors fails every client."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):  # pragma: no cover - no such limit on this platform
+        return wanted
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, (soft - RESERVED_FILES) // 2))
+
+
+class _Refused(Exception):
+    """A request the server answers itself: its status and a short reason for the log."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _short(target: bytes) -> str:
+    text = target[:LOGGED_TARGET_CHARS].decode("latin-1")
+    text = text.encode("unicode_escape").decode("ascii")  # no control chars in a log line
+    return text + ("…" if len(target) > LOGGED_TARGET_CHARS else "")
+
+
+def _plain(status: int, text: str, extra: bytes = b"") -> bytes:
+    """A complete response that closes the connection."""
+    body = text.encode()
+    return (
+        _status_line(status)
+        + b"content-type: text/plain; charset=utf-8\r\n"
+        + extra
+        + b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+        + body
+    )
 
 
 def _status_line(status: int) -> bytes:
@@ -226,17 +304,23 @@ class Response:
         if not dated:
             lines.insert(1, self._conn.clock.date_header())
         bodiless = self._request.method == "HEAD" or status in _NO_BODY_STATUSES or status < 200
+        old_client = self._request.http_version == "1.0"
         if length is not None:
             lines.append(b"content-length: %d\r\n" % length)
             self._length = 0 if bodiless else length
-        elif not bodiless:
+        elif bodiless:
+            self._length = 0
+        elif old_client:
+            # HTTP/1.0 has no chunked coding: the body ends where the connection does
+            self.keep_alive = False
+        else:
             self.chunked = True
             lines.append(b"transfer-encoding: chunked\r\n")
-        else:
-            self._length = 0
         if not self.keep_alive or self._conn.closing:
             self.keep_alive = False
             lines.append(b"connection: close\r\n")
+        elif old_client:
+            lines.append(b"connection: keep-alive\r\n")  # HTTP/1.0 closes unless told
         lines.append(b"\r\n")
         self._conn.write(b"".join(lines))
 
@@ -287,6 +371,7 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, server: HttpServer) -> None:
         self.server = server
         self.clock = server.clock
+        self.limits = server.limits
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.paused = False  # the client's socket buffer is full
@@ -296,13 +381,20 @@ class HttpConnection(asyncio.Protocol):
         self._pending: deque[_Request] = deque()
         self._current: Response | None = None
         self._task: asyncio.Task[None] | None = None
-        self._idle: asyncio.TimerHandle | None = None
+        # One timer at a time: keep-alive idle, the head's deadline, or the body's silence.
+        self._timer: asyncio.TimerHandle | None = None
         self._reading_paused = False
         self._in_message = False
+        self._in_head = False
+        self._refused: _Refused | None = None
         # the request being parsed
         self._url: list[bytes] = []
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
+        self._head_bytes = 0  # of the head being read, as the parser reported it
+        self._head_read = 0  # bytes read while the head was incomplete
+        self._body_bytes = 0
+        self._last_read = 0.0  # loop time of the body's latest read
         self._keep_alive = True
         self._server_addr: Any = None
         self._client_addr: Any = None
@@ -311,29 +403,49 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        server = self.server
+        if len(server.connections) >= server.max_connections and not server.make_room():
+            # Refused politely: a 503 the client can retry on, then the descriptor is freed.
+            server.refused += 1
+            transport.write(_plain(503, "Too many connections.", b"retry-after: 1\r\n"))  # type: ignore[attr-defined]
+            transport.close()
+            self.lost = self.closing = True
+            return
         self._server_addr = _address(transport.get_extra_info("sockname"))
         self._client_addr = _address(transport.get_extra_info("peername"))
-        self.server.connections.add(self)
+        server.connections.add(self)
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return  # answered and closing: what else comes is not read
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            # no protocol upgrades here: the request is answered as plain HTTP, then closed
+            # no protocol upgrades here (CONNECT, Upgrade:): the request is answered as
+            # plain HTTP, then the connection is closed
             self._keep_alive = False
             if self._in_message:
                 self.on_message_complete()
-        except httptools.HttpParserError:
-            if self._current is None and self.transport is not None:
-                self.transport.write(_BAD_REQUEST)
-            self.close()
+            return
+        except httptools.HttpParserError as err:
+            refused = self._refused or _Refused(400, f"invalid HTTP: {err}")
+            self._refuse(refused)
+            return
+        if self._in_head:
+            # a URL over the limit is refused as it is parsed (414); what gets here is a head
+            # whose fields grow past it before one of them is whole
+            self._head_read += len(data)
+            if self._head_read > self.limits.max_header_bytes:
+                self._refuse(_Refused(431, f"head over {self.limits.max_header_bytes} bytes"))
+        elif self._in_message:
+            self._last_read = self.server.loop_time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self.closing = True
-        self.server.connections.discard(self)
-        self._cancel_idle()
+        self.server.forget(self)
+        self._cancel_timer()
         self._pending.clear()
         if self._current is not None:
             self._current.lost()
@@ -354,32 +466,76 @@ class HttpConnection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._in_message = True
+        self._in_head = True
         self._url = []
         self._headers = []
         self._body = []
-        self._cancel_idle()
+        self._head_bytes = 0
+        self._head_read = 0
+        self._body_bytes = 0
+        self.server.idle.pop(self, None)
+        self._set_timer(self.limits.header_timeout, self._head_expired)
 
     def on_url(self, url: bytes) -> None:
         self._url.append(url)
+        self._head_bytes += len(url)
+        if self._head_bytes > self.limits.max_header_bytes:
+            self._stop(_Refused(414, f"URL over {self.limits.max_header_bytes} bytes"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name.lower(), value))
+        self._head_bytes += len(name) + len(value) + 4
+        if len(self._headers) > self.limits.max_headers:
+            self._stop(_Refused(431, f"over {self.limits.max_headers} header fields"))
+        if self._head_bytes > self.limits.max_header_bytes:
+            self._stop(_Refused(431, f"head over {self.limits.max_header_bytes} bytes"))
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
         self._keep_alive = self.parser.should_keep_alive()
-        if self._current is None and not self._pending and self.transport is not None:
-            for name, value in self._headers:
-                if name == b"expect" and value.lower() == b"100-continue":
-                    self.transport.write(_CONTINUE)
+        expects = has_body = False
+        hosts = 0
+        for name, value in self._headers:
+            if name == b"host":
+                hosts += 1
+            elif name == b"content-length":
+                # the parser has checked the value: digits only, one length
+                length = int(value)
+                has_body = length > 0
+                if length > self.limits.max_body_bytes:
+                    self._stop(_Refused(413, f"body over {self.limits.max_body_bytes} bytes"))
+            elif name == b"transfer-encoding":
+                has_body = True
+            elif name == b"expect" and value.lower() == b"100-continue":
+                expects = True
+        version = self.parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            # HTTP/0.9 (no version at all) and 2.0 over this wire are not HTTP/1.1's
+            self._stop(_Refused(400, f"HTTP version {version}"))
+        if hosts != 1 and (hosts or version != "1.0"):
+            # RFC 9112 §3.2: an HTTP/1.1 request names its host once, any request at most once
+            self._stop(_Refused(400, f"{hosts} Host header fields"))
+        if has_body:
+            self._last_read = self.server.loop_time()
+            self._set_timer(self.limits.body_timeout, self._body_silent)
+        else:
+            self._cancel_timer()
+        if expects and self._current is None and not self._pending and self.transport:
+            self.transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        if self._body_bytes > self.limits.max_body_bytes:
+            self._stop(_Refused(413, f"body over {self.limits.max_body_bytes} bytes"))
         self._body.append(body)
 
     def on_message_complete(self) -> None:
         self._in_message = False
+        self._in_head = False
+        self._cancel_timer()
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         request = _Request(
-            self.parser.get_method().decode("ascii"),
+            self.parser.get_method().decode("ascii", "replace"),
             b"".join(self._url),
             self._headers,
             body,
@@ -393,6 +549,72 @@ class HttpConnection(asyncio.Protocol):
             self.transport.pause_reading()
         if self._current is None:
             self._next()
+
+    def _stop(self, refused: _Refused) -> None:
+        """Stop parsing from inside a callback: the parser raises, ``data_received`` answers."""
+        self._refused = refused
+        raise refused
+
+    # ------------------------------------------------------------------ refusals
+
+    def _refuse(self, refused: _Refused) -> None:
+        """Answer a request the server cannot serve with ``refused``'s status, then close."""
+        target = _short(b"".join(self._url))
+        try:
+            method = self.parser.get_method().decode("ascii", "replace") if self._url else "-"
+        except httptools.HttpParserError:
+            method = "-"
+        log.info(
+            "refused %s %s from %s: %d %s",
+            method,
+            target or "-",
+            _peer(self._client_addr),
+            refused.status,
+            refused.reason,
+        )
+        self._in_message = self._in_head = False
+        self._url, self._headers, self._body = [], [], []
+        self._pending.clear()
+        if self._current is None:
+            self.write(_plain(refused.status, HTTPStatus(refused.status).phrase + "."))
+            self._linger()
+        else:
+            # a pipelined request went wrong: the response in flight finishes, then the close
+            self.closing = True
+            self._cancel_timer()
+            if self.transport is not None:
+                self.transport.pause_reading()
+
+    def _linger(self) -> None:
+        """Close after an answer the client may still be sending into: send the answer and
+        our end of the stream, read and drop what still comes for a moment, then close.
+        Closing at once with unread bytes makes the kernel send a reset, and the client may
+        lose the answer."""
+        self.closing = True
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            self.close()
+            return
+        transport.write_eof()
+        self._set_timer(LINGER_SECONDS, self.close)
+
+    def _head_expired(self) -> None:
+        self._timer = None
+        if self._in_head:
+            self._refuse(_Refused(408, f"head not whole after {self.limits.header_timeout:g} s"))
+
+    def _body_silent(self) -> None:
+        self._timer = None
+        if not self._in_message or self._in_head:
+            return
+        quiet = self.server.loop_time() - self._last_read
+        remaining = self.limits.body_timeout - quiet
+        if remaining > 0.001:  # it read meanwhile: look again when the limit would run out
+            self._set_timer(remaining, self._body_silent)
+            return
+        self._refuse(_Refused(408, f"body silent for {self.limits.body_timeout:g} s"))
 
     # ------------------------------------------------------------------ requests
 
@@ -408,9 +630,26 @@ class HttpConnection(asyncio.Protocol):
         self._task = asyncio.get_running_loop().create_task(self._run(request, response))
 
     async def _run(self, request: _Request, response: Response) -> None:
-        app_error: BaseException | None = None
         try:
             scope = self._scope(request, response)
+        except _Refused as refused:
+            log.info(
+                "refused %s %s from %s: %d %s",
+                request.method,
+                _short(request.url),
+                _peer(self._client_addr),
+                refused.status,
+                refused.reason,
+            )
+            response.keep_alive = False
+            headers = [("content-type", "text/plain; charset=utf-8")]
+            if refused.status == 405:
+                headers.append(("allow", _ALLOWED_METHODS))
+            body = (HTTPStatus(refused.status).phrase + ".").encode()
+            await response.whole(refused.status, headers, body)
+            return
+        app_error: BaseException | None = None
+        try:
             await self.server.app(scope, response.receive, response.send_message)
         except asyncio.CancelledError:
             if not response.complete:
@@ -419,7 +658,7 @@ class HttpConnection(asyncio.Protocol):
         except BaseException as err:  # any app failure ends this response only
             app_error = err
         if app_error is not None and not response.gone:
-            target = request.url.decode("latin-1")
+            target = _short(request.url)
             log.error("error answering %s %s", request.method, target, exc_info=app_error)
         if response.complete:
             return
@@ -430,8 +669,19 @@ class HttpConnection(asyncio.Protocol):
             self.close()  # a started response that cannot complete: the client sees the break
 
     def _scope(self, request: _Request, response: Response) -> dict[str, Any]:
-        url = httptools.parse_url(request.url)
-        raw_path = url.path or b"/"
+        if request.method == "CONNECT":
+            raise _Refused(405, "CONNECT is not served: this is no forward proxy")
+        target = request.url
+        if target == b"*" and request.method == "OPTIONS":
+            raw_path, query = b"*", b""
+        elif target.startswith(b"/") or target[:7].lower() in (b"http://", b"https:/"):
+            try:
+                url = httptools.parse_url(target)
+            except httptools.HttpParserInvalidURLError:
+                raise _Refused(400, "request target does not parse") from None
+            raw_path, query = url.path or b"/", url.query or b""
+        else:
+            raise _Refused(400, "request target is neither a path nor an absolute URL")
         return {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -443,7 +693,7 @@ class HttpConnection(asyncio.Protocol):
             "root_path": "",
             "path": unquote(raw_path.decode("ascii", "replace")),
             "raw_path": raw_path,
-            "query_string": url.query or b"",
+            "query_string": query,
             "headers": request.headers,
             "state": dict(self.server.state),
             "extensions": {REPLY_EXTENSION: response},
@@ -457,7 +707,7 @@ class HttpConnection(asyncio.Protocol):
             self.close()
         elif self._pending:
             self._next()
-        else:
+        elif not self._in_message:
             self._arm_idle()
 
     # ------------------------------------------------------------------ writing
@@ -467,14 +717,28 @@ class HttpConnection(asyncio.Protocol):
             self.transport.write(data)
 
     async def drain(self) -> None:
+        """Wait until the client takes bytes again; one that takes none for the send timeout
+        is disconnected (its response sees the disconnect)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.send_timeout
         while self.paused and not self.lost:
             if self._drain is None or self._drain.done():
-                self._drain = asyncio.get_running_loop().create_future()
-            await self._drain
+                self._drain = loop.create_future()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.info(
+                    "dropped %s: read nothing for %g s",
+                    _peer(self._client_addr),
+                    self.limits.send_timeout,
+                )
+                if self.transport is not None:
+                    self.transport.abort()
+                return
+            await asyncio.wait({self._drain}, timeout=remaining)
 
     def close(self) -> None:
         self.closing = True
-        self._cancel_idle()
+        self._cancel_timer()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
@@ -499,18 +763,23 @@ class HttpConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def _arm_idle(self) -> None:
-        self._cancel_idle()
-        loop = asyncio.get_running_loop()
-        self._idle = loop.call_later(self.server.keepalive_seconds, self._idle_expired)
+    def _set_timer(self, seconds: float, callback: Callable[[], None]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.server.loop.call_later(seconds, callback)
 
-    def _cancel_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+    def _arm_idle(self) -> None:
+        self.server.idle[self] = None
+        self._set_timer(self.limits.keepalive, self._idle_expired)
+
+    def _cancel_timer(self) -> None:
+        self.server.idle.pop(self, None)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _idle_expired(self) -> None:
-        self._idle = None
+        self._timer = None
         if self.idle:
             self.close()
 
@@ -521,23 +790,63 @@ def _address(value: Any) -> Any:
     return None
 
 
+def _peer(address: Any) -> str:
+    if address is None:
+        return "a local client"
+    host, port = address
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
 class HttpServer:
     """Serves an ASGI app on listening sockets until :meth:`stop` (or SIGINT/SIGTERM)."""
 
     def __init__(
         self,
         app: App,
+        limits: Limits | None = None,
         *,
-        keepalive_seconds: float = KEEPALIVE_SECONDS,
-        graceful_seconds: float = GRACEFUL_SECONDS,
+        keepalive_seconds: float | None = None,
+        graceful_seconds: float | None = None,
     ) -> None:
+        """``limits``: what a client may hold (default: the config's defaults);
+        ``keepalive_seconds`` and ``graceful_seconds`` replace two of them."""
+        limits = limits or Limits()
+        if keepalive_seconds is not None:
+            limits = replace(limits, keepalive=keepalive_seconds)
+        if graceful_seconds is not None:
+            limits = replace(limits, graceful=graceful_seconds)
         self.app = app
-        self.keepalive_seconds = keepalive_seconds
-        self.graceful_seconds = graceful_seconds
+        self.limits = limits
+        self.max_connections = connection_cap(limits.max_connections)
         self.clock = _Clock()
         self.connections: set[HttpConnection] = set()
+        # keep-alive connections with no request under way, the longest idle first
+        self.idle: dict[HttpConnection, None] = {}
+        self.refused = 0  # connections turned away at the limit
         self.state: dict[str, Any] = {}
         self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "the server is not serving"
+        return self._loop
+
+    def loop_time(self) -> float:
+        return self.loop.time()
+
+    def forget(self, conn: HttpConnection) -> None:
+        self.connections.discard(conn)
+        self.idle.pop(conn, None)
+
+    def make_room(self) -> bool:
+        """Close the longest-idle keep-alive connection for a newcomer; False when every
+        connection is busy."""
+        for conn in self.idle:
+            conn.close()  # leaves ``idle`` through its timer's cancel
+            self.connections.discard(conn)
+            return True
+        return False
 
     def stop(self) -> None:
         if self._stop is not None:
@@ -553,8 +862,13 @@ class HttpServer:
             uvloop.run(self.serve(sockets))
 
     async def serve(self, sockets: list[socket.socket], *, signals: bool = True) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        if self.max_connections < self.limits.max_connections:
+            log.warning(
+                "serving at most %d connections: the open-file limit allows no more",
+                self.max_connections,
+            )
         lifespan = _Lifespan(self.app, self.state)
         await lifespan.startup()
         servers = []
@@ -572,7 +886,13 @@ class HttpServer:
                 server.close()
             for conn in list(self.connections):
                 conn.shut_down()
-            deadline = loop.time() + self.graceful_seconds
+            deadline = loop.time() + self.limits.graceful
+            if self.connections:
+                log.info(
+                    "stopping: %d connection(s) finishing, for at most %g s",
+                    len(self.connections),
+                    self.limits.graceful,
+                )
             while self.connections and loop.time() < deadline:
                 await asyncio.sleep(0.05)
             for conn in list(self.connections):
