@@ -483,6 +483,8 @@ class HttpConnection(asyncio.Protocol):
             self._stop(_Refused(414, f"URL over {self.limits.max_header_bytes} bytes"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if value and value[-1] in (32, 9):
+            value = value.rstrip(b" \t")  # RFC 9110 §5.5: trailing whitespace is no part of it
         self._headers.append((name.lower(), value))
         self._head_bytes += len(name) + len(value) + 4
         if len(self._headers) > self.limits.max_headers:
