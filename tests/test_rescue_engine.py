@@ -373,8 +373,44 @@ def test_marker_off_and_all_loop_block_never_opens_an_empty_block() -> None:
     # whatever was kept is exactly a prefix; no marker; no empty block was opened
     starts = [i for i in result.items if isinstance(i, EmitBlockStart)]
     for start in starts:
-        assert any(isinstance(i, EmitDelta) and i.index == start.index for i in result.items)
-    assert not result.markers()
+        assert any(
+            isinstance(i, EmitDelta | EmitMarker) and i.index == start.index for i in result.items
+        )
+    assert not [m for m in result.markers() if m.kind == "reasoning"]
+
+
+def test_cut_mode_always_ends_with_visible_text_saying_what_happened() -> None:
+    """A reasoning loop leaves no text: clients that show only the text would show nothing."""
+    rec = record("mrwei-bleed-27438")
+    for marker in (True, False):
+        engine = engine_for(load_config(None, {"mode": "cut", "marker": marker}))
+        result = run(engine, Script(reasoning=rec["text"], text="unused").events())
+        check_well_formed(result)
+        text = result.content("text", markers=True)
+        assert "repeating itself in its reasoning" in text and "unused" not in text
+
+
+def test_a_resume_after_text_opens_no_reasoning_block() -> None:
+    """claude -p and Qwen Code print the text after the last reasoning block: a reasoning
+    block after the text kept before a loop would hide that text."""
+    rec = next(r for r in detected_loops() if r["channel"] == "text")
+    engine = engine_for()
+    continuation = Script(reasoning="Let me finish differently.", text="The rest.")
+    result = run(engine, Script(text=rec["text"]).events(), [continuation.events("msg_2")])
+    check_well_formed(result)
+    assert result.content("text").endswith("The rest.")
+    assert "finish differently" not in result.content("reasoning")
+    client = result.client()
+    first_text = next(
+        n for n, i in enumerate(client) if isinstance(i, EmitDelta) and i.kind == "text"
+    )
+    assert not any(
+        isinstance(i, EmitBlockStart | EmitDelta | EmitSignature)
+        and getattr(i, "kind", "reasoning") == "reasoning"
+        for i in client[first_text:]
+    )
+    # the hidden reasoning is not sent back in a later continuation either
+    assert "finish differently" not in engine.kept_work().reasoning
 
 
 def test_watch_text_lets_a_reasoning_loop_through() -> None:
@@ -642,7 +678,7 @@ def test_marker_sits_on_a_line_of_its_own() -> None:
     result = run(
         engine_for(load_config(None, {"mode": "cut"})), Script(reasoning=rec["text"]).events()
     )
-    (marker,) = result.markers()
+    (marker,) = [m for m in result.markers() if m.kind == "reasoning"]
     kept = rec["text"][: hit.prune_offset]
     assert marker.text.endswith("〕\n")
     assert marker.text.startswith("\n") == (not kept.endswith("\n"))

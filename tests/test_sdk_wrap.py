@@ -350,3 +350,15 @@ def test_counters_go_to_the_given_registry(scripted_upstream: ScriptedUpstream) 
     assert value("looprescue_responses_total", {**labels, "adapter": "sdk"}) == 1
     assert value("looprescue_rescues_total", labels) == 1
     assert value("looprescue_request_duration_seconds_count", labels) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_cut_mode_answers_with_text_saying_what_happened(
+    scripted_upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """A reasoning loop cut in cut mode leaves no text of the model's: the answer still
+    says, in its text, what happened (it used to be empty)."""
+    scripted_upstream.enqueue(corpus_response(REASONING_LOOP, answer="never reached"))
+    client = looprescue.wrap(anthropic_client(scripted_upstream), {"mode": "cut"})
+    _, text, _ = anthropic_call(client, stream, False)
+    assert "repeating itself" in text and "never reached" not in text

@@ -162,6 +162,10 @@ class _Attempt:
         self.usage = Usage()  # everything the upstream reported, message start included
         self.reported = Usage()  # what its end-of-message usage said (passed on at the finish)
         self.finish: FinishReported | None = None
+        # a continuation after text reached the client: its reasoning is watched, not shown
+        # (a reasoning block after text makes clients that show the text after the last one
+        # drop the answer kept before the loop)
+        self.hide_reasoning = False
 
     def text_of(self, channel: str) -> str:
         joined = "".join(self.channel_text[channel])
@@ -598,8 +602,11 @@ class RescueEngine:
 
     def _emit_text(self, up_index: int, channel: Channel, text: str) -> list[EngineOutput]:
         attempt = self._attempt
-        index, out = self._blocks.opened(attempt.blocks[up_index])
         size = len(text)
+        if attempt.hide_reasoning and channel == "reasoning":
+            attempt.released[channel] += size
+            return []
+        index, out = self._blocks.opened(attempt.blocks[up_index])
         attempt.released[channel] += size
         self.stats.released_chars += size
         self._visible[channel].append(text)
@@ -616,7 +623,7 @@ class RescueEngine:
             index, out = self._blocks.opened(attempt.blocks[event.index])
             return [*out, EmitDelta(index, "tool_call", event.fragment)]
         if isinstance(event, SignatureDelta):
-            if event.index in attempt.pruned:
+            if event.index in attempt.pruned or attempt.hide_reasoning:
                 return []  # it signs text the client never received
             index, out = self._blocks.opened(attempt.blocks[event.index])
             return [*out, EmitSignature(index, event.signature)]
@@ -692,8 +699,9 @@ class RescueEngine:
         onset = min(hit.loop_start, point.keep_to)
         if channel == "reasoning":
             # the continuation carries the reasoning from before the loop, none of the loop
-            base = attempt.visible_base["reasoning"]
-            self._loop_spans.append((base + onset, base + point.keep_to))
+            if not attempt.hide_reasoning:
+                base = attempt.visible_base["reasoning"]
+                self._loop_spans.append((base + onset, base + point.keep_to))
             self._loop_copy = ""
         else:
             self._loop_copy = text[onset : point.keep_to]
@@ -715,7 +723,13 @@ class RescueEngine:
         )
         if action is CutAction.TOOL_CALLS_DONE:
             return out + self._finish("tool_calls", None, cut=True)
-        if action is CutAction.CUT or action is CutAction.FINISH:
+        if action is CutAction.CUT:
+            # the response ends with visible text saying what happened: the text's own marker,
+            # else a note (a reasoning loop may leave no text at all)
+            if not (channel == "text" and self.config.marker and loop_text):
+                out += self._note(notes.cut_note(channel, self.lang))
+            return out + self._finish("stop", None, cut=True)
+        if action is CutAction.FINISH:
             return out + self._finish("stop", None, cut=True)
         if action is CutAction.CAP:
             stats.cap_stops += 1
@@ -733,6 +747,8 @@ class RescueEngine:
             return []
         block = self._attempt.blocks[up_index]
         channel = "reasoning" if block.kind == "reasoning" else "text"
+        if channel == "reasoning" and self._attempt.hide_reasoning:
+            return []  # in reasoning the client is not shown
         index, out = self._blocks.opened(block)
         # on a line of its own: after a newline, or first in its block
         prefix = "" if self._blocks.ends_line(index) else "\n"
@@ -769,6 +785,7 @@ class RescueEngine:
         self._correction = notes.correction_sentences(summary, kept_text, self.lang, tools)
         self._shown, self._shown_loop = kept.text, self._loop_copy
         self._attempt = _Attempt(number, self._new_detector(), self._visible_chars)
+        self._attempt.hide_reasoning = self._visible_chars["text"] > 0
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1
         self.state = EngineState.RESUMING

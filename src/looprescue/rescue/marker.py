@@ -44,6 +44,15 @@ def budget_note(budget: int, lang: Lang) -> str:
     )
 
 
+def cut_note(channel: str, lang: Lang) -> str:
+    """Visible note that ends a response cut in ``cut`` mode (the marker of a reasoning loop
+    sits in the reasoning, which many clients do not show)."""
+    word = _CHANNEL_WORD[lang].get(channel, channel)
+    if lang == "zh":
+        return f"〔回复的{word}陷入重复，已在此截断。〕"
+    return f"〔The response started repeating itself in its {word} and was cut here.〕"
+
+
 def cap_note(rescues: int, lang: Lang) -> str:
     """Visible note when the consecutive-rescue cap stops a resume."""
     if lang == "zh":
