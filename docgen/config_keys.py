@@ -191,4 +191,11 @@ MEANINGS = {
     " 503 and is closed.",
     "proxy.shutdownGraceMs": "On SIGTERM or SIGINT the proxy stops accepting and lets the"
     " responses in flight finish for this long, then cuts the rest.",
+    "proxy.caFile": "PEM file of the CAs an HTTPS upstream is verified against, instead of the"
+    " system's (else `REQUESTS_CA_BUNDLE`, else `SSL_CERT_FILE` and the system's CAs).",
+    "proxy.clientCert": "PEM certificate (chain) the proxy shows an HTTPS upstream that asks"
+    " for one (mutual TLS).",
+    "proxy.clientKey": "Private key of `clientCert` (unset: the key is in `clientCert`'s file).",
+    "proxy.maxUpstreamConnections": "Upstream connections one process holds at once, idle ones"
+    " included; a request past it waits for one (up to `connectTimeoutMs`, then a 504).",
 }

@@ -177,6 +177,12 @@ class ProxyConfig(_Strict):
     maxConnections: int = Field(1000, ge=1, le=1_000_000)
     # how long streams in flight may go on after SIGTERM/SIGINT before they are cut
     shutdownGraceMs: int = Field(30_000, ge=0, le=3_600_000)
+    # The upstream client: CAs it trusts for HTTPS (besides SSL_CERT_FILE and
+    # REQUESTS_CA_BUNDLE), a client certificate, and how many connections it holds at once.
+    caFile: str | None = None
+    clientCert: str | None = None
+    clientKey: str | None = None
+    maxUpstreamConnections: int = Field(1000, ge=1, le=1_000_000)
 
 
 class LoopRescueConfig(_Strict):

@@ -9,18 +9,33 @@ stack, so streamed responses that ended reuse their connection.
 Scope: what the proxy needs from an upstream. HTTP/1.1 only (``http``/``https``), requests
 with a known body length, responses chunked or sized or ended by close; gzip/deflate bodies
 are decoded unless the caller wants them raw.
+
+Real networks: ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (either case)
+are honoured as curl and requests do: an ``http`` upstream is asked through the proxy with
+the absolute URL as the request target, an ``https`` one through a CONNECT tunnel with TLS to
+the upstream inside it (``Proxy-Authorization`` from the proxy URL's user and password). Done
+here rather than by handing proxied requests to httpx: a tunnel is one request and a TLS
+start on the same connection, and the stream then costs what a direct one does. HTTPS trusts
+``proxy.caFile``, else ``REQUESTS_CA_BUNDLE``, else the system's CAs (and ``SSL_CERT_FILE``,
+which OpenSSL reads itself); a client certificate is shown when configured. The pool holds
+at most ``proxy.maxUpstreamConnections``; past it a request takes an idle connection's place
+or waits for one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import ssl
 import time
+import urllib.request
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httptools
 
@@ -391,6 +406,57 @@ def _taken(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
+@dataclass(frozen=True)
+class ProxyRoute:
+    """The forward proxy an origin is reached through."""
+
+    host: str
+    port: int
+    authorization: str | None  # the Proxy-Authorization value, from the URL's credentials
+
+    @classmethod
+    def parse(cls, url: str) -> ProxyRoute:
+        if "://" not in url:
+            url = "http://" + url  # curl's reading of a bare host:port
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise UpstreamError(
+                "connect", f"upstream unreachable: proxy {parts.scheme}:// is not supported"
+            )
+        authorization = None
+        if parts.username is not None:
+            user = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            authorization = "Basic " + base64.b64encode(user.encode()).decode("ascii")
+        return cls(parts.hostname, parts.port or 80, authorization)
+
+
+class _Tunnel(asyncio.Protocol):
+    """Reads a forward proxy's answer to CONNECT (its head; nothing else comes before TLS)."""
+
+    def __init__(self) -> None:
+        self.head: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._received = b""
+
+    def data_received(self, data: bytes) -> None:
+        self._received += data
+        if b"\r\n\r\n" in self._received and not self.head.done():
+            self.head.set_result(self._received)
+        elif len(self._received) > 65536 and not self.head.done():
+            self.head.set_exception(UpstreamError("connect", "proxy answered CONNECT oddly"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.head.done():
+            self.head.set_exception(
+                UpstreamError("connect", "upstream unreachable: proxy closed the tunnel")
+            )
+
+
+def _host_header(host: str, port: int, scheme: str) -> str:
+    """``host[:port]``, an IPv6 address in brackets (RFC 9110 §7.2)."""
+    name = f"[{host}]" if ":" in host else host
+    return name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"
+
+
 class Http1Transport:
     """Pooled upstream connections (see ``upstream.Transport``)."""
 
@@ -409,38 +475,161 @@ class Http1Transport:
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._all: set[_Connection] = set()
         self._ssl = ssl_context
+        self._config = config
         self._sweep: asyncio.TimerHandle | None = None
+        # the pool's bound: connections open or being opened, and the requests waiting
+        self._max = config.maxUpstreamConnections
+        self._held = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        # read once: the environment of the process that starts the proxy
+        self._proxies = urllib.request.getproxies_environment()
+        self._routes: dict[tuple[str, str, int], ProxyRoute | None] = {}
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
-            self._ssl = ssl.create_default_context()
-            self._ssl.set_alpn_protocols(["http/1.1"])
+            config = self._config
+            cafile = config.caFile or os.environ.get("REQUESTS_CA_BUNDLE") or None
+            try:
+                context = ssl.create_default_context(cafile=cafile)
+                if config.clientCert:
+                    context.load_cert_chain(config.clientCert, config.clientKey)
+            except (OSError, ssl.SSLError) as err:
+                raise UpstreamError(
+                    "connect", f"upstream unreachable: TLS settings: {err}"
+                ) from None
+            context.set_alpn_protocols(["http/1.1"])
+            self._ssl = context
         return self._ssl
 
+    def route(self, origin: tuple[str, str, int]) -> ProxyRoute | None:
+        """The forward proxy for ``origin`` from the environment, None for a direct one."""
+        if origin not in self._routes:
+            scheme, host, port = origin
+            url = self._proxies.get(scheme) or self._proxies.get("all")
+            bypass = url and urllib.request.proxy_bypass_environment(
+                _host_header(host, port, "") if ":" in host else f"{host}:{port}", self._proxies
+            )
+            self._routes[origin] = ProxyRoute.parse(url) if url and not bypass else None
+        return self._routes[origin]
+
     async def _connect(self, origin: tuple[str, str, int]) -> _Connection:
+        """A new connection to ``origin``, or a pooled one that came free while waiting for
+        a place."""
+        pooled = await self._take_place(origin)
+        if pooled is not None:
+            return pooled
+        try:
+            connection = await self._open_connection(origin)
+        except BaseException:
+            self._give_place()
+            raise
+        self._all.add(connection)
+        _unless_cancelled(connection)
+        return connection
+
+    async def _open_connection(self, origin: tuple[str, str, int]) -> _Connection:
         scheme, host, port = origin
         loop = asyncio.get_running_loop()
         connection = _Connection(self, origin)
+        route = self.route(origin)
+        tls = self._ssl_context() if scheme == "https" else None
         try:
-            await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: connection,
-                    host,
-                    port,
-                    ssl=self._ssl_context() if scheme == "https" else None,
-                    server_hostname=host if scheme == "https" else None,
-                ),
-                self._connect_s,
-            )
+            if route is None:
+                await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: connection,
+                        host,
+                        port,
+                        ssl=tls,
+                        server_hostname=host if tls else None,
+                    ),
+                    self._connect_s,
+                )
+            elif tls is None:  # plain HTTP through the proxy: absolute-form targets
+                await asyncio.wait_for(
+                    loop.create_connection(lambda: connection, route.host, route.port),
+                    self._connect_s,
+                )
+            else:
+                await asyncio.wait_for(
+                    self._tunnel(connection, route, host, port, tls), self._connect_s
+                )
         except asyncio.TimeoutError:
             raise UpstreamError(
                 "connect_timeout", f"upstream unreachable: ConnectTimeout: {host}:{port}"
             ) from None
         except (OSError, ssl.SSLError) as err:
             raise UpstreamError("connect", f"upstream unreachable: ConnectError: {err}") from None
-        self._all.add(connection)
-        _unless_cancelled(connection)
         return connection
+
+    async def _tunnel(
+        self, connection: _Connection, route: ProxyRoute, host: str, port: int, tls: Any
+    ) -> None:
+        """A CONNECT tunnel through ``route`` to host:port, then TLS inside it."""
+        loop = asyncio.get_running_loop()
+        tunnel = _Tunnel()
+        raw, _ = await loop.create_connection(lambda: tunnel, route.host, route.port)
+        try:
+            authority = _host_header(host, port, "")
+            lines = [f"CONNECT {authority} HTTP/1.1", f"host: {authority}"]
+            if route.authorization:
+                lines.append(f"proxy-authorization: {route.authorization}")
+            raw.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            head = await tunnel.head
+            status_line = head.split(b"\r\n", 1)[0].decode("latin-1", "replace")
+            parts = status_line.split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or parts[1] != "200":
+                raise UpstreamError(
+                    "connect", f"upstream unreachable: proxy refused CONNECT: {status_line[:80]}"
+                )
+            secure = await loop.start_tls(raw, connection, tls, server_hostname=host)
+        except BaseException:
+            raw.close()
+            raise
+        if secure is None:  # pragma: no cover - only when the transport closed meanwhile
+            raise UpstreamError("connect", "upstream unreachable: the tunnel closed")
+        connection.connection_made(secure)
+
+    # ----- the pool's bound
+
+    async def _take_place(self, origin: tuple[str, str, int]) -> _Connection | None:
+        """Wait for a place among ``maxUpstreamConnections``: an idle connection to
+        ``origin`` is taken as it is (returned), one to another origin gives its place up."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connect_s
+        while self._held >= self._max:
+            pooled = self._idle_connection(origin)
+            if pooled is not None:
+                return pooled
+            idle = [c for stack in self._idle.values() for c in stack]
+            if idle:
+                min(idle, key=lambda c: c.idle_since).close()
+                continue
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise UpstreamError(
+                    "connect_timeout",
+                    f"upstream unreachable: all {self._max} upstream connections busy",
+                ) from None
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        self._held += 1
+        return None
+
+    def _give_place(self) -> None:
+        self._held -= 1
+        self._wake_waiter()
+
+    def _wake_waiter(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def _idle_connection(self, origin: tuple[str, str, int]) -> _Connection | None:
         stack = self._idle.get(origin)
@@ -457,6 +646,7 @@ class Http1Transport:
             return
         connection.idle_since = time.monotonic()
         self._idle.setdefault(connection.origin, []).append(connection)
+        self._wake_waiter()  # a request waiting for a place may take this one
         if self._sweep is None:
             loop = asyncio.get_running_loop()
             self._sweep = loop.call_later(IDLE_EXPIRY_SECONDS, self._close_expired)
@@ -473,7 +663,9 @@ class Http1Transport:
             self._sweep = loop.call_later(IDLE_EXPIRY_SECONDS / 2, self._close_expired)
 
     def forget(self, connection: _Connection) -> None:
-        self._all.discard(connection)
+        if connection in self._all:
+            self._all.discard(connection)
+            self._give_place()
         stack = self._idle.get(connection.origin)
         if stack and connection in stack:
             stack.remove(connection)
@@ -493,11 +685,14 @@ class Http1Transport:
         port = parts.port or (443 if scheme == "https" else 80)
         origin = (scheme, host, port)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        default_port = port == (443 if scheme == "https" else 80)
-        lines = [
-            f"{method} {target} HTTP/1.1",
-            f"host: {host if default_port else f'{host}:{port}'}",
-        ]
+        authority = _host_header(host, port, scheme)
+        route = self.route(origin)
+        if route is not None and scheme == "http":
+            # through a forward proxy, a plain request names its whole URL (RFC 9112 §3.2.2)
+            target = f"http://{authority}{target}"
+        lines = [f"{method} {target} HTTP/1.1", f"host: {authority}"]
+        if route is not None and scheme == "http" and route.authorization:
+            lines.append(f"proxy-authorization: {route.authorization}")
         for key, value in headers:
             lowered = key.lower()
             if lowered == "accept-encoding" and not raw:
@@ -510,9 +705,9 @@ class Http1Transport:
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + content
         for _ in range(2):
             connection = self._idle_connection(origin)
-            reused = connection is not None
             if connection is None:
                 connection = await self._connect(origin)
+            reused = connection.used > 0
             # a stream passed through untouched (raw) goes on read by read
             coalesce_s = 0 if raw else self._coalesce_s
             response = Http1Response(connection, self._idle_ms, raw, method, coalesce_s)
