@@ -556,8 +556,15 @@ def overrun(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     items = [f"{i}. {item.format(i=i)}\n" for i in range(1, 10 * n)]
     head = preamble(rng, lang, channel) + "".join(items[:n])
     return _loop_case(
-        "overrun", rng, lang, channel, "".join(items[n:]), 0, width(items[n]),
-        request=request, pre=head,
+        "overrun",
+        rng,
+        lang,
+        channel,
+        "".join(items[n:]),
+        0,
+        width(items[n]),
+        request=request,
+        pre=head,
     )
 
 

@@ -433,9 +433,10 @@ class OpenAIDecoder:
             if rest or rest_delta:  # a refusal, annotations, logprobs, audio, ...
                 passed.insert(0, {"index": choice.get("index", 0), "delta": rest_delta, **rest})
             if choice.get("finish_reason") is not None:
+                # the finish first: one that says the answer looped acts on its open blocks
                 finish = [
-                    *self._blocks.close_all(),
                     finish_from(_FINISH_REASONS, choice["finish_reason"]),
+                    *self._blocks.close_all(),
                 ]
         if passed:
             out.append(Opaque(None, {"choices": passed}))
@@ -545,7 +546,6 @@ def completion_events(body: Any) -> tuple[list[UpstreamEvent], list[str]]:
         tool_calls.append({**call, "index": position})
     delta["tool_calls"] = tool_calls
     events += _delta_events(delta, blocks, fields)
-    events += blocks.close_all()
     # what the engine does not model (a refusal, annotations, logprobs, other choices)
     passed: list[Any] = [c for c in choices[1:]]
     rest = unmodeled(choice, _CHOICE_FIELDS)
@@ -557,7 +557,9 @@ def completion_events(body: Any) -> tuple[list[UpstreamEvent], list[str]]:
     if isinstance(body.get("usage"), Mapping):
         events.append(UsageReported(usage_from(body["usage"])))
     if choice.get("finish_reason") is not None:
+        # before the blocks close, as a stream's finish comes (it may say the answer looped)
         events.append(finish_from(_FINISH_REASONS, choice["finish_reason"]))
+    events += blocks.close_all()
     events.append(MessageEnded())
     return events, fields
 

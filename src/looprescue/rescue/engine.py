@@ -29,6 +29,7 @@ What the client sees:
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -36,6 +37,7 @@ from typing import Any
 
 from ..config import LoopRescueConfig
 from ..detect.asked import asked_ranges
+from ..detect.hits import Hit
 from . import marker as notes
 from .blocks import ClientBlocks
 from .budget import MIN_RESUME_TOKENS, estimate_tokens, tokens_left
@@ -93,6 +95,11 @@ _UNCUT_KINDS = frozenset({"tool_call", "opaque"})
 # (overrun), or the continuation copies its correction (parrot) or the answer shown before it
 # (restate), which a new one, sent the same, would repeat
 FINISHING_RULES = frozenset({"overrun", "parrot", "restate"})
+# finish reasons with which an inference engine says it stopped a looping answer itself
+# (vLLM's repetition detection: "repetition"; others: "loop")
+LOOP_FINISHES = frozenset({"repetition", "loop"})
+# where a sentence ends: after its mark and the space that follows, or at a line break
+_SENTENCE_END = re.compile(r"[.!?;:](?:\s+|$)|[。！？；：]|\n")
 _WATCHED: dict[str, frozenset[str]] = {
     "both": frozenset({"reasoning", "text"}),
     "reasoning": frozenset({"reasoning"}),
@@ -400,7 +407,35 @@ class RescueEngine:
 
     def _on_finish_reported(self, event: FinishReported) -> list[EngineOutput]:
         self._attempt.finish = event
+        if event.raw in LOOP_FINISHES:
+            return self._on_upstream_loop(event.raw or "")
         return []
+
+    def _on_upstream_loop(self, word: str) -> list[EngineOutput]:
+        """The upstream stopped the answer as a loop: a detected loop in the channel that was
+        streaming, pruned at the onset the detector finds (its own hit, else where its
+        suspicion begins) or at the last sentence end, whichever comes first."""
+        attempt = self._attempt
+        watched = [
+            index
+            for index, block in attempt.blocks.items()
+            if block.kind in self._watched and index not in attempt.suppressed
+        ]
+        if not watched:
+            return []
+        up_index = max(watched, key=lambda i: (i in attempt.open, i))
+        channel: Channel = attempt.blocks[up_index].kind  # type: ignore[assignment]
+        hit = attempt.detector.flush(channel)
+        if hit is None:
+            text = attempt.text_of(channel)
+            fed = attempt.fed[channel]
+            sentence_end = 0
+            for found in _SENTENCE_END.finditer(text):
+                sentence_end = found.end()
+            prune = min(attempt.detector.safe_offset(channel), sentence_end)
+            evidence = f"the upstream finished with {word!r}"
+            hit = Hit("upstream", channel, prune, prune, fed, 0.0, None, evidence)
+        return self._on_hit(hit, up_index)
 
     def _on_block_started(self, event: BlockStarted) -> list[EngineOutput]:
         attempt = self._attempt
