@@ -186,7 +186,7 @@ def test_session_id_argument_and_picker(tmp_path):
     log_a = install_session(data, "a_reasoning_loop")
     log_b = install_session(data, "b_verbatim_cycle")
     # By id prefix.
-    result = clean("session-d9cac7dd", "--data", data, "--dry-run")
+    result = clean("session-d71e2eed", "--data", data, "--dry-run")
     assert result.exit_code == 0 and str(log_b) in result.stdout
     # No argument: only looping sessions are listed, newest first; Enter picks the newest.
     result = runner.invoke(app, ["clean", "--data", str(data), "--dry-run"], input="\n")

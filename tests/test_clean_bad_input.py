@@ -180,7 +180,7 @@ def test_session_vanishing_during_a_scan(tmp_path, monkeypatch):
     result = run("scan", data)
     assert result.exit_code == 2
     assert f"error: {gone}: file not found" in result.stderr
-    assert "session-d9cac7dd" in result.stdout  # the other session was still scanned
+    assert "session-d71e2eed" in result.stdout  # the other session was still scanned
 
 
 def test_session_vanishing_during_a_clean(tmp_path, monkeypatch):

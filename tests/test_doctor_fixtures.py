@@ -1,5 +1,5 @@
-"""Acceptance on real DSH 0.2.1 sessions, read through the session reader: the shared fixtures
-and the one recorded here (tests/fixtures/read_missing_three_turns, re-recorded by a test)."""
+"""Acceptance on real DSH 0.2.1 sessions, read through the session reader: the fixtures of
+tests/fixtures/sessions and tests/fixtures/read_missing_three_turns (re-recorded by a test)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_d_tool_loop_six_identical_bash_calls() -> None:
         6,
     )
     assert signal.evidence == (18, 26, 34, 45, 53, 64)
-    assert signal.session == "session-8a563efe-3cfa-4be8-b3b7-d1225978b73a"
+    assert signal.session == "session-238d6be3-64d8-47d5-ba87-ae86f39dac3c"
 
 
 def test_f_retry_storm_two_retries_in_turn_one() -> None:

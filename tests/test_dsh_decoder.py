@@ -44,7 +44,7 @@ def test_a_fixture_decodes_to_its_lines_and_dsh_frames():
     assert torn is None
     assert lines_of(items) == D_LOG.with_suffix("").read_bytes().splitlines()
     frames = frames_of(items)
-    assert len(frames) == 24 and frames[0].last_line == 1
+    assert len(frames) == 25 and frames[0].last_line == 1
     assert all(f.at_line_boundary for f in frames)
     assert frames[-1].offset + frames[-1].size == D_LOG.stat().st_size
     # every line knows the frame it sits in and that frame's offset
@@ -97,9 +97,9 @@ def test_a_torn_last_frame_keeps_its_decodable_lines_for_salvage(cut, reason, fr
     last = frames[-1]
     items, torn = decode(data[:cut])
     assert frames_of(items) == frames[:-1]
-    assert torn is not None and torn.frame == last.index == 23 and torn.offset == last.offset
+    assert torn is not None and torn.frame == last.index == 24 and torn.offset == last.offset
     assert isinstance(torn.error, TornTailError)
-    assert "file ends inside frame 23" in str(torn.error) and torn.error.line == 72
+    assert "file ends inside frame 24" in str(torn.error) and torn.error.line == 72
     if cut == -3:  # the blocks arrived, the checksum did not: all four lines are decodable
         assert [x.number for x in torn.lines] == [72, 73, 74, 75]
     del reason, frame

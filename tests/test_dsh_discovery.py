@@ -26,7 +26,7 @@ def test_data_dir_walk_finds_every_session_including_the_subagent_child():
     logs = find_session_logs([SESSIONS])
     assert len(logs) == 13
     assert all(p.name == "session.v4.jsonl.zstd" for p in logs)  # zstd preferred over the copy
-    assert any(p.parent.name.startswith("session-db6042e5") for p in logs)
+    assert any(p.parent.name.startswith("session-0dde70d0") for p in logs)
 
 
 def test_session_dir_and_file_inputs_deduplicate():
@@ -68,17 +68,17 @@ def test_project_key_decoding():
 def test_summary_of_a_two_turn_session():
     log = SESSIONS / "e_tool_error_two_turns" / "session" / "session.v4.jsonl.zstd"
     summary = summarize_session(log)
-    assert summary.id.startswith("session-2017180f")
+    assert summary.id.startswith("session-ce6cb294")
     assert summary.turns == 2 and summary.events == 43
-    assert summary.title == "Fake session title"
-    assert summary.cwd == "/home/ana/proj"
+    assert summary.title == "Read does-not-exist notes txt and"
+    assert summary.cwd == "/tmp/looprescue-dsh-record/proj"
     assert summary.created < summary.last_event_time
     assert summary.size == log.stat().st_size
     assert summary.locked is False and summary.subagent is False
 
 
 def test_summary_marks_subagent_child():
-    child = next(p for p in find_session_logs([SESSIONS / "i_subagent"]) if "db6042e5" in str(p))
+    child = next(p for p in find_session_logs([SESSIONS / "i_subagent"]) if "0dde70d0" in str(p))
     assert summarize_session(child).subagent is True
 
 

@@ -1,6 +1,6 @@
 """Fuzzing the offline commands with corrupted copies of the real DSH sessions.
 
-Every example takes one of the shared fixture logs, damages it (bit flips, truncation, a torn
+Every example takes one of the recorded fixture logs, damages it (bit flips, truncation, a torn
 frame, garbage, a field of the wrong type, an unknown event type, a huge line; zstd or plain)
 and runs the real command line on a copy: scan, doctor, sessions, clean (dry run and real) and
 repair (dry run and real). The property, for every command:

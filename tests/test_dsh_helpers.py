@@ -63,7 +63,7 @@ def raw_frames(path: Path) -> list[bytes]:
 
 def test_install_session_lays_out_like_dsh(tmp_path):
     log = install_session(tmp_path, "a_reasoning_loop")
-    assert log.parent.name == "session-858d60ce-f77a-40ad-bb45-8a0a66595cea"
+    assert log.parent.name == "session-52b2090c-ecf9-43fe-90f7-e600a0a5a328"
     assert log.parent.parent.name == PROJECT
     assert log.stat().st_mode & 0o777 == 0o600
     assert log.read_bytes() == fixture_log("a_reasoning_loop").read_bytes()
@@ -72,4 +72,4 @@ def test_install_session_lays_out_like_dsh(tmp_path):
 def test_raw_frames_concatenate_to_the_file():
     path = fixture_log("d_tool_loop")
     assert b"".join(raw_frames(path)) == path.read_bytes()
-    assert len(raw_frames(path)) == 24
+    assert len(raw_frames(path)) == 25

@@ -67,7 +67,7 @@ def test_packed_reasoning_expands_to_the_block_text():
     stream = message["data"]["stream"]
     chunks = [c for _t, c in expand_stream(stream)]
     deltas = [c["text"] for c in chunks if c["type"] == "reasoning-delta"]
-    assert len(deltas) == 516
+    assert len(deltas) == 862
     reasoning = message["data"]["message"]["content"][0]
     assert reasoning["type"] == "reasoning"
     assert "".join(deltas) == reasoning["text"]
@@ -247,7 +247,7 @@ def test_malformed_packed_row_is_a_warning_and_the_stream_is_left_out(tmp_path):
     assert len(events) == 20
     [warning] = log.warnings
     assert warning.startswith("frame 1, line 19: assistant/message (seq 17): data.stream[1]: ")
-    assert "516 members but 0 time gaps" in warning and "the stream is ignored" in warning
+    assert "862 members but 0 time gaps" in warning and "the stream is ignored" in warning
     record = next(r for r in open_log(log.path).records() if r.seq == 17)
     assert record.view.stream is None and len(record.view.blocks) == 2
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.paths import SESSIONS
+from tests.support.scripted_upstream import dsh_recorded_requests
 
 from looprescue.proxy.sse import SSEError, SSEParser, format_event
 
@@ -90,7 +90,7 @@ def test_format_event_round_trips_multiline_data() -> None:
 
 def test_recorded_dsh_bodies_parse_as_json_after_framing() -> None:
     """Real request bodies DSH sent survive framing as SSE data (long lines, CJK, escapes)."""
-    line = (SESSIONS / "a_reasoning_loop" / "upstream-requests.jsonl").read_text().splitlines()[0]
-    body = json.dumps(json.loads(line)["body"], ensure_ascii=False)
+    row = dsh_recorded_requests("a_reasoning_loop")[0]
+    body = json.dumps(row["body"], ensure_ascii=False)
     (event,) = SSEParser().feed(format_event(body, "request"))
-    assert json.loads(event.data) == json.loads(line)["body"]
+    assert json.loads(event.data) == row["body"]

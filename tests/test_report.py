@@ -39,7 +39,7 @@ def run_report(*args: str) -> subprocess.CompletedProcess:
 
 @functools.cache
 def fixture_page(directory: str) -> tuple[Path, str]:
-    """The report of every shared session, written by the command itself."""
+    """The report of every fixture session, written by the command itself."""
     out = Path(directory) / "report.html"
     result = run_report(str(SESSIONS), "-o", str(out))
     assert result.returncode == 0, result.stderr
@@ -79,7 +79,7 @@ def test_a_signal_carries_its_evidence_events():
     assert signal.sub == "repeat:bash" and signal.evidence == (18, 26, 34, 45, 53, 64)
     events = [report.evidence[seq] for seq in signal.evidence]
     assert {e.type for e in events} == {"tool/call"}
-    assert all(e.text.startswith("bash(") and '"command": "ls"' in e.text for e in events)
+    assert all(e.text.startswith("bash(") and '"command":"ls"' in e.text for e in events)
     assert [t.tool_calls for t in report.turns] == [6]
 
 
@@ -100,7 +100,7 @@ def test_session_text_is_escaped_never_markup(tmp_path):
     session_dir = tmp_path / "sessions" / "--p--" / "session-x"
     session_dir.mkdir(parents=True)
     hostile = source.read_text(encoding="utf-8")
-    hostile = hostile.replace("Fake session title", "<img src=x onerror=alert(1)> & co")
+    hostile = hostile.replace("Explain how the profile config", "<img src=x onerror=alert(1)> & co")
     hostile = hostile.replace("Producing.", "<script>alert(2)</script>")
     (session_dir / "session.v4.jsonl").write_text(hostile, encoding="utf-8")
     out = tmp_path / "r.html"

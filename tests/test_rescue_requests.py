@@ -1,14 +1,13 @@
 """Conversation identity and language, continuation requests and request tweaks, on the
-requests real DSH sent (shared/dsh/sessions/*/upstream-requests.jsonl)."""
+requests real DSH sent (tests/fixtures/sessions/*/upstream-requests.jsonl.zstd)."""
 
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
-from tests.paths import SESSIONS
+from tests.support.scripted_upstream import dsh_recorded_requests
 
 from looprescue.config import NULL, load_config
 from looprescue.proxy.anthropic import AnthropicWire
@@ -26,8 +25,7 @@ LOOP = LoopSummary("reasoning", "Now. OK. Emit. Producing.")
 
 
 def recorded(scenario: str) -> list[dict[str, Any]]:
-    path = SESSIONS / scenario / "upstream-requests.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return dsh_recorded_requests(scenario)
 
 
 def agent_requests(scenario: str) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ def test_scan_data_dir_exit_1_and_one_line_per_hit():
     result = scan(SESSIONS)
     assert result.exit_code == 1, result.output
     lines = result.stdout.splitlines()
-    a_line = next(x for x in lines if x.startswith("session-858d60ce"))
+    a_line = next(x for x in lines if x.startswith("session-52b2090c"))
     for part in (
         "t1s1",
         "seq 17",
@@ -33,7 +33,7 @@ def test_scan_data_dir_exit_1_and_one_line_per_hit():
         "Now. OK.",
     ):
         assert part in a_line
-    assert not any("session-1cea1e2b" in x for x in lines)  # k: healthy
+    assert not any("session-be6d8122" in x for x in lines)  # k: healthy
     assert sum("narration" in x for x in lines) == 1  # i2: same answer in three turns
 
 
@@ -53,7 +53,7 @@ def test_scan_json_lines():
     assert result.exit_code == 1
     [record] = [json.loads(x) for x in result.stdout.splitlines()]
     assert record["kind"] == "loop" and record["period"] == 121 and record["channel"] == "text"
-    assert record["session"].startswith("session-d9cac7dd")
+    assert record["session"].startswith("session-d71e2eed")
 
 
 def test_scan_unreadable_input_exit_2_other_sessions_still_scanned(tmp_path):
@@ -65,7 +65,7 @@ def test_scan_unreadable_input_exit_2_other_sessions_still_scanned(tmp_path):
     bad.write_bytes(data[:200] + b"\0" * 50 + data[250:])
     result = scan(tmp_path)
     assert result.exit_code == 2
-    assert "session-d9cac7dd" in result.stdout
+    assert "session-d71e2eed" in result.stdout
     assert f"error: {bad}" in result.stderr and "frame" in result.stderr
 
 
@@ -82,9 +82,9 @@ def test_sessions_json_listing():
     assert len(rows) == 13
     times = [r["lastEventTime"] for r in rows]
     assert times == sorted(times, reverse=True)
-    i2 = next(r for r in rows if r["id"].startswith("session-45661e3f"))
-    assert i2["turns"] == 3 and i2["title"] == "Fake session title" and not i2["lockedByDsh"]
-    assert i2["cwd"] == "/home/ana/proj"
+    i2 = next(r for r in rows if r["id"].startswith("session-60ad4438"))
+    assert i2["turns"] == 3 and i2["title"] == "Say something short" and not i2["lockedByDsh"]
+    assert i2["cwd"] == "/tmp/looprescue-dsh-record/proj"
 
 
 def test_sessions_table_shows_project_decoded_from_key(tmp_path):
@@ -92,7 +92,7 @@ def test_sessions_table_shows_project_decoded_from_key(tmp_path):
     shutil.copytree(SESSIONS / "g_healthy_long_answer" / "session", session_dir)
     result = runner.invoke(app, ["sessions", "--data", str(tmp_path / "sessions")])
     assert result.exit_code == 0
-    assert "home-My Proj" in result.stdout and "Fake session title" in result.stdout
+    assert "home-My Proj" in result.stdout and "Compare the retry modes and" in result.stdout
 
 
 def test_sessions_uses_dsh_home(tmp_path, monkeypatch):
@@ -102,7 +102,7 @@ def test_sessions_uses_dsh_home(tmp_path, monkeypatch):
     monkeypatch.setenv("DSH_HOME", str(tmp_path))
     result = runner.invoke(app, ["sessions", "--json"])
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["id"] == "session-1cea1e2b256e46ce8db61b4692cf5345"
+    assert json.loads(result.stdout)["id"] == "session-be6d81223a03400ab327fe0ad1c48643"
 
 
 def test_sessions_shows_a_session_dsh_holds(tmp_path):

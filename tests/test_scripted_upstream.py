@@ -328,7 +328,7 @@ def test_client_disconnect_is_recorded(scripted_upstream):
 def test_dsh_title_request_does_not_consume_the_agent_script(scripted_upstream):
     title_row, agent_row = [
         next(r for r in dsh_recorded_requests("a_reasoning_loop") if r["purpose"] == purpose)
-        for purpose in ("side", "agent")
+        for purpose in ("title", "agent")
     ]
     scripted_upstream.enqueue(ScriptedResponse(text="agent answer", label="agent-1"))
     headers = {"x-deepseek-harness-session-id": "session-x", "x-api-key": "k"}
@@ -374,7 +374,10 @@ def test_match_predicate_and_default_after_the_script_runs_out(scripted_upstream
 
 
 def test_sent_text_collects_every_string_and_can_skip_dsh_extensions(scripted_upstream):
-    agent_row = next(r for r in dsh_recorded_requests("e_tool_error_two_turns") if r["step"] == 1)
+    # the second agent request: the read's failure is in its history
+    agent_row = [
+        r for r in dsh_recorded_requests("e_tool_error_two_turns") if r["purpose"] == "agent"
+    ][1]
     body = copy.deepcopy(agent_row["body"])
     body["dsh_session_log"]["events"].append({"data": {"text": "ONLY-IN-LOG"}})
     httpx.post(scripted_upstream.url("/v1/messages"), json=body)

@@ -5,7 +5,7 @@ The PyPI wheel ``deepseek-harness-runtime-bin`` (about 300 MB installed) is inst
 afterwards. A file lock makes concurrent pytest runs wait for one installer instead of racing.
 An install failure raises :class:`DshRuntimeError` carrying pip's full output.
 
-Runs mirror how the fixtures in ``shared/dsh/sessions`` were recorded (their ``run.json``):
+Runs are how the fixtures in ``tests/fixtures`` were recorded (their ``run.json``):
 ``dsh headless --patch <overlay> --json [--session-id ID] <prompt>`` with a dummy key,
 telemetry disabled and the model route pointed at a loopback base URL (FORMAT.md §11.1, §12).
 
@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ import zstandard
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DSH_RUNTIME_PACKAGE = "deepseek-harness-runtime-bin"
 DSH_RUNTIME_VERSION = "0.2.1rc2"
+DSH_SDK_PACKAGE = "deepseek-harness-sdk"  # same version as the runtime
 RUNTIME_CACHE = REPO_ROOT / ".dsh-runtime"
 DUMMY_API_KEY = "sk-fake-local-000"
 # Telemetry goes nowhere: the mode is off and the exporter points at the discard port.
@@ -128,7 +129,8 @@ def _locate_executable(target: Path) -> Path:
     return Path(result.stdout.strip())
 
 
-def _pip_install(target: Path) -> None:
+def _pip_install(target: Path, requirement: str = "") -> None:
+    requirement = requirement or f"{DSH_RUNTIME_PACKAGE}=={DSH_RUNTIME_VERSION}"
     command = [
         sys.executable,
         "-m",
@@ -139,12 +141,12 @@ def _pip_install(target: Path) -> None:
         "--no-deps",
         "--target",
         str(target),
-        f"{DSH_RUNTIME_PACKAGE}=={DSH_RUNTIME_VERSION}",
+        requirement,
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:
         raise DshRuntimeError(
-            f"installing {DSH_RUNTIME_PACKAGE}=={DSH_RUNTIME_VERSION} failed "
+            f"installing {requirement} failed "
             f"(exit {result.returncode}):\n$ {' '.join(command)}\n"
             f"{result.stdout}\n{result.stderr}"
         )
@@ -186,6 +188,21 @@ def ensure_dsh_runtime(cache: Path = RUNTIME_CACHE) -> DshRuntime:
         version=version.stdout.strip(),
         install_seconds=time.monotonic() - started if installed_now else 0.0,
     )
+
+
+def ensure_dsh_sdk(cache: Path = RUNTIME_CACHE) -> Path:
+    """Install DSH's Python SDK (``deepseek_harness``) into ``cache`` unless there; return the
+    directory to put on ``sys.path``. Only the fixture recorder needs it; its other
+    requirement, pydantic, is a dependency of looprescue."""
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / f"{DSH_SDK_PACKAGE}-{DSH_RUNTIME_VERSION}"
+    with (cache / "install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / _INSTALLED_MARKER).is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            _pip_install(target, f"{DSH_SDK_PACKAGE}=={DSH_RUNTIME_VERSION}")
+            (target / _INSTALLED_MARKER).write_text(f"{DSH_RUNTIME_VERSION}\n")
+    return target
 
 
 # --------------------------------------------------------------------------- overlays
@@ -326,6 +343,7 @@ def run_dsh_headless(
     env: Mapping[str, str] | None = None,
     user_home: Path | None = None,
     stream_idle_timeout_ms: int = 300000,
+    interrupt_when: Callable[[], bool] | None = None,
 ) -> DshRun:
     """Run one ``dsh headless`` turn against ``base_url`` and wait for it.
 
@@ -333,8 +351,9 @@ def run_dsh_headless(
     ``tmp_path / ".dsh"``), ``cwd`` the project directory. ``route`` is ``"anthropic"`` (the
     native provider, §12) or ``"openai"`` (pi-ai provider, §11.1). ``uploads=False`` disables
     the session-log and package-inventory rows. ``extra_rows`` are appended to the overlay;
-    ``env`` overrides variables. A non-zero exit is returned, not raised; a timeout raises
-    :class:`DshTimeout` after killing DSH's process group.
+    ``env`` overrides variables. ``interrupt_when`` is polled while DSH runs; once it returns
+    true DSH gets a SIGINT, as from a Ctrl-C. A non-zero exit is returned, not raised; a
+    timeout raises :class:`DshTimeout` after killing DSH's process group.
     """
     runtime = runtime or ensure_dsh_runtime()
     home.mkdir(parents=True, exist_ok=True)
@@ -369,7 +388,10 @@ def run_dsh_headless(
         start_new_session=True,  # its own process group, so nothing it spawns outlives it
     )
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
+        if interrupt_when is None:
+            stdout, stderr = process.communicate(timeout=timeout)
+        else:
+            stdout, stderr = _communicate_until(process, interrupt_when, started + timeout)
     except subprocess.TimeoutExpired:
         _kill_group(process)
         stdout, stderr = process.communicate()
@@ -391,6 +413,21 @@ def run_dsh_headless(
         overlay=overlay,
         unparsed_lines=unparsed,
     )
+
+
+def _communicate_until(
+    process: subprocess.Popen[str], interrupt_when: Callable[[], bool], deadline: float
+) -> tuple[str, str]:
+    """Wait for ``process``, reading its pipes, and SIGINT it once ``interrupt_when()``."""
+    while True:
+        try:
+            return process.communicate(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            if interrupt_when():
+                process.send_signal(signal.SIGINT)
+                return process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            if time.monotonic() > deadline:
+                raise
 
 
 def run_dsh_headless_openai(

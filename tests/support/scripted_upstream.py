@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+import zstandard
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -47,6 +48,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The labelled corpora the repository ships: real loops and hard negatives collected from
 # public sources, then the answers of a small real model (corpus/README.md).
 CORPUS_PATHS = (REPO_ROOT / "corpus" / "dev.jsonl", REPO_ROOT / "corpus" / "smollm2.jsonl")
+SESSIONS_PATH = REPO_ROOT / "tests" / "fixtures" / "sessions"
 
 # Body fields DSH adds to native requests (FORMAT.md §10.4); not part of the conversation.
 DSH_EXTENSION_FIELDS = ("dsh_session_log", "dsh_plugin_packages")
@@ -281,10 +283,11 @@ def corpus_response(
 
 
 def dsh_recorded_requests(scenario: str) -> list[dict[str, Any]]:
-    """The requests real DSH sent in a fixture scenario (``upstream-requests.jsonl`` rows)."""
-    path = REPO_ROOT.parent / "shared" / "dsh" / "sessions" / scenario / "upstream-requests.jsonl"
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """The requests real DSH sent in a fixture scenario (``upstream-requests.jsonl.zstd`` rows,
+    as tests/fixtures/record.py writes them)."""
+    path = SESSIONS_PATH / scenario / "upstream-requests.jsonl.zstd"
+    text = zstandard.ZstdDecompressor().decompress(path.read_bytes()).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def parse_sse(payload: str | bytes) -> list[tuple[str | None, Any]]:
