@@ -198,4 +198,8 @@ MEANINGS = {
     "proxy.clientKey": "Private key of `clientCert` (unset: the key is in `clientCert`'s file).",
     "proxy.maxUpstreamConnections": "Upstream connections one process holds at once, idle ones"
     " included; a request past it waits for one (up to `connectTimeoutMs`, then a 504).",
+    "proxy.logLevel": "Least level of the log lines on stderr (`--log-level`); at `info`, one"
+    " line per detection, cut and resume (rule, chars, conversation) and per refused request.",
+    "proxy.logFormat": "`text` lines, or `json`: one object per line with the event's fields"
+    " as keys (`--log-format`).",
 }

@@ -135,6 +135,9 @@ def _options(
         "--debug",
         help="On an internal error, print the full traceback too (also after the command).",
     ),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, help="Print looprescue's version and exit."
+    ),
 ) -> None:
     """Stop repetition loops of reasoning models, live and in DSH session logs.
 
@@ -153,6 +156,11 @@ def _options(
     done), 1 something found (scan, doctor), 2 unreadable input or a bad config, 3 a bug in
     looprescue.
     """
+    if version:
+        from looprescue import __version__
+
+        typer.echo(f"looprescue {__version__}")
+        raise typer.Exit(0)
     Settings.debug = Settings.debug or debug or bool(os.environ.get("LOOPRESCUE_DEBUG"))
     if ctx.invoked_subcommand is None:
         typer.echo(ctx.get_help())
@@ -171,6 +179,7 @@ COMMAND_MODULES = (
     "looprescue.commands.doctor",
     "looprescue.commands.report",
     "looprescue.commands.eval",
+    "looprescue.commands.config",
 )
 
 for _name in COMMAND_MODULES:

@@ -183,6 +183,9 @@ class ProxyConfig(_Strict):
     clientCert: str | None = None
     clientKey: str | None = None
     maxUpstreamConnections: int = Field(1000, ge=1, le=1_000_000)
+    # the proxy's log lines on stderr: the least level shown, and text or JSON lines
+    logLevel: Literal["debug", "info", "warning", "error"] = "info"
+    logFormat: Literal["text", "json"] = "text"
 
 
 class LoopRescueConfig(_Strict):

@@ -108,6 +108,13 @@ def create_app(
     return app
 
 
+def check_upstream_url(url: str) -> None:
+    """Raise ValueError unless ``url`` is http(s)://host[:port][/path]."""
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"upstream URL must be http(s)://host[:port][/path], got {url!r}")
+
+
 PROXIED_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _JSON = {"content-type": "application/json"}
 
@@ -152,11 +159,7 @@ class Proxy:
         detector_factory: Callable[[], Any] | None = None,
         metrics_registry: Any = None,
     ) -> None:
-        parsed = httpx.URL(upstream_url)
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(
-                f"upstream URL must be http(s)://host[:port][/path], got {upstream_url!r}"
-            )
+        check_upstream_url(upstream_url)
         self.config = config
         self.upstream = upstream_url.rstrip("/")
         self.service = RescueService(

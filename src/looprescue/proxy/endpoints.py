@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from starlette.requests import Request
@@ -20,7 +21,16 @@ def own_routes(registry: Any = None) -> list[Route]:
     """The routes, for the metrics in ``registry`` (None: the process's default registry)."""
 
     async def metrics(request: Request) -> Response:
-        body, content_type = exposition(registry)
+        shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if registry is None and shared:
+            # several workers (``--workers``): the sum of every worker's counts
+            from prometheus_client import CollectorRegistry, multiprocess
+
+            merged = CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged, path=shared)
+            body, content_type = exposition(merged)
+        else:
+            body, content_type = exposition(registry)
         return Response(body, headers={"content-type": content_type})
 
     async def healthz(request: Request) -> Response:

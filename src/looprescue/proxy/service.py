@@ -148,7 +148,7 @@ class RescueService:
         process's default registry)."""
         self.config = config
         self.store = store if store is not None else open_store(None, config.proxy.maxConversations)
-        self.audit = AuditLog(config.proxy.auditLog) if config.proxy.auditLog else None
+        self.audit = AuditLog(config.proxy.auditLog)  # logs each record; the file is opt-in
         self.history = history if history is not None else HistoryCache()
         self.detector_factory = detector_factory
         self.metrics = metrics_for(metrics_registry)
