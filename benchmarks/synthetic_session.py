@@ -16,7 +16,8 @@ from pathlib import Path
 
 import zstandard
 
-SHARED_SESSIONS = Path(__file__).resolve().parents[1].parent / "shared" / "dsh" / "sessions"
+# the DSH sessions recorded into the repository (tests/fixtures/sessions/README.md)
+FIXTURE_SESSIONS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sessions"
 TEMPLATE_SCENARIOS = (
     "a_reasoning_loop",
     "b_verbatim_cycle",
@@ -45,7 +46,7 @@ class _TurnTemplate:
     """The first turn of a fixture: its events grouped in DSH's frames, seqs made relative."""
 
     def __init__(self, scenario: str) -> None:
-        frames = _frames_of(SHARED_SESSIONS / scenario / "session" / "session.v4.jsonl.zstd")
+        frames = _frames_of(FIXTURE_SESSIONS / scenario / "session" / "session.v4.jsonl.zstd")
         self.batches: list[list[dict]] = []
         started = False
         for lines in frames[1:]:
@@ -117,7 +118,7 @@ def build_large_session(path: Path, min_uncompressed_bytes: int) -> Path:
     to ``path`` (a ``session.v4.jsonl.zstd`` in a session dir of its own); returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    base = SHARED_SESSIONS / TEMPLATE_SCENARIOS[0] / "session" / "session.v4.jsonl.zstd"
+    base = FIXTURE_SESSIONS / TEMPLATE_SCENARIOS[0] / "session" / "session.v4.jsonl.zstd"
     head_frames = _frames_of(base)
     header = json.loads(head_frames[0][0])
     header["id"] = path.parent.name
