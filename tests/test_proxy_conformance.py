@@ -181,6 +181,10 @@ def test_anthropic_whole_answer_passes_through(
         return answer.model_dump(mode="json")
 
     assert create(proxies[mode].base_url) == create(upstream.base_url)
+    if mode == "observe":
+        upstream.enqueue(ScriptedResponse(raw_body=raw))
+        body = {"model": MODEL, "max_tokens": 100, "messages": PROMPT}
+        assert raw_post(proxies[mode].base_url, "/v1/messages", body) == raw
 
 
 # --------------------------------------------------------------------------- OpenAI
@@ -291,3 +295,7 @@ def test_openai_whole_answer_passes_through(
         return answer.model_dump(mode="json")
 
     assert create(proxies[mode].base_url) == create(upstream.base_url)
+    if mode == "observe":
+        upstream.enqueue(ScriptedResponse(raw_body=raw))
+        body = {"model": MODEL, "messages": PROMPT}
+        assert raw_post(proxies[mode].base_url, "/v1/chat/completions", body) == raw

@@ -85,6 +85,9 @@ class Exchange:
         self.wire = wire
         self.streaming = streaming
         self.mirror = mirror and streaming
+        # observed, not streamed: the upstream's body, for the client as it came
+        self._observed: bytes | None = None
+        self._observing = mirror and not streaming
         self._unsent: list[bytes] = []  # mirrored: read, not yet passed to the client
         self._unparsed: list[bytes] = []  # mirrored: read, not yet parsed
         self._unparsed_bytes = 0
@@ -290,6 +293,8 @@ class Exchange:
 
     def feed_whole(self, payload: bytes) -> Step:
         """A complete (non-streaming) upstream response body."""
+        if self._observing:
+            self._observed = payload
         try:
             events = self.wire.whole_events(jsonfast.loads(payload))
         except (Malformed, ValueError, KeyError, TypeError) as err:
@@ -328,6 +333,8 @@ class Exchange:
     def whole_response(self) -> tuple[int, bytes]:
         """Status and JSON body of a non-streaming answer (call once the engine is done)."""
         assert self._collector is not None
+        if self._observed is not None:
+            return 200, self._observed  # observe changes nothing: the upstream's own bytes
         error = self._collector.error
         if error is None:
             try:

@@ -104,6 +104,7 @@ def error_body(item: EmitError) -> dict[str, Any]:
 class ResponsesWire(Wire):
     name = "responses"
     end_marker = b"response.completed"
+    reasoning_after_text = True  # reasoning and messages are output items of their own
 
     def decoder(self) -> ResponsesDecoder:
         return ResponsesDecoder()

@@ -64,6 +64,10 @@ class Wire(ABC):
     # bytes every stream's end-of-message frame contains (a mirrored stream is parsed as soon
     # as a read may hold its end; text that happens to contain them only parses it early)
     end_marker: bytes
+    # False: a reasoning block after text is taken as the start of the answer (clients such as
+    # claude -p and Qwen Code print only the text after the last one), so a continuation's
+    # reasoning is not sent once text was. True where each is an item of its own.
+    reasoning_after_text = False
 
     def __init__(self, body: Mapping[str, Any] | None = None) -> None:  # noqa: B027
         """``body`` is the client's request body (some wire details depend on it)."""

@@ -820,7 +820,9 @@ class RescueEngine:
         self._correction = notes.correction_sentences(summary, kept_text, self.lang, tools)
         self._shown, self._shown_loop = kept.text, self._loop_copy
         self._attempt = _Attempt(number, self._new_detector(), self._visible_chars)
-        self._attempt.hide_reasoning = self._visible_chars["text"] > 0
+        self._attempt.hide_reasoning = self._visible_chars["text"] > 0 and not getattr(
+            self.editor, "reasoning_after_text", False
+        )
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1
         self.state = EngineState.RESUMING
