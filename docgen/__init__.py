@@ -64,6 +64,13 @@ def _values(annotation: Any, metadata: list[Any]) -> str:
         members = [a for a in typing.get_args(annotation) if a is not NoneType]
         optional = len(members) < len(typing.get_args(annotation))
         annotation = members[0] if len(members) == 1 else annotation
+    if typing.get_origin(annotation) is dict:
+        value = typing.get_args(annotation)[1]
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            inner = "`{" + ", ".join(value.model_fields) + "}`"
+        else:
+            inner = {float: "number", int: "integer", str: "string"}.get(value, str(value))
+        return f"map of string to {inner}"
     if typing.get_origin(annotation) is Literal:
         text = " \\| ".join(f"`{choice}`" for choice in typing.get_args(annotation))
     elif typing.get_origin(annotation) is tuple:
@@ -109,6 +116,8 @@ def _yaml(value: Any) -> str:
         return "`true`" if value else "`false`"
     if isinstance(value, tuple | list):
         return "`[" + ", ".join(f'"{item}"' for item in value) + "]`"
+    if isinstance(value, dict) and not value:
+        return "`{}`"
     return f"`{_number(value) if isinstance(value, int | float) else value}`"
 
 

@@ -30,6 +30,9 @@ MEANINGS = {
     " ideographs.",
     "keepBackups": "Backups `clean` and `repair` keep of one session log; a new backup"
     " retires the oldest beyond it (`clean --undo` restores them newest first).",
+    "prices": "Model-name glob to dollars per million input and output tokens, e.g."
+    ' `{"deepseek-*": {input: 0.27, output: 1.10}}` (the first glob that matches):'
+    " `report` then shows what each session and its loops cost in money, besides tokens.",
     "maxConsecutiveRescues": "Resumes in a row per conversation; past it a looping response is"
     " cut and ends with a visible note. A response without a loop resets the count.",
     "stallCalls": "After this many reasoning-only responses in a row, the next request of the"

@@ -6,6 +6,7 @@ same YAML. Unknown keys are errors: a typo must never silently fall back to a de
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 from typing import Any, Literal
 
@@ -188,6 +189,13 @@ class ProxyConfig(_Strict):
     logFormat: Literal["text", "json"] = "text"
 
 
+class ModelPrice(_Strict):
+    """What a model costs, in dollars per million tokens."""
+
+    input: float = Field(0.0, ge=0.0, le=1_000_000.0)
+    output: float = Field(0.0, ge=0.0, le=1_000_000.0)
+
+
 class LoopRescueConfig(_Strict):
     """Top-level configuration: rescue policy, detector and doctor thresholds."""
 
@@ -197,6 +205,8 @@ class LoopRescueConfig(_Strict):
     language: Language = "auto"
     # backups `clean` and `repair` keep of one session log (the oldest go first)
     keepBackups: int = Field(5, ge=1, le=10_000)
+    # model-name glob -> $ per million input and output tokens: `report` prices sessions and loops
+    prices: dict[str, ModelPrice] = {}
     maxConsecutiveRescues: int = Field(3, ge=0, le=1000)
     stallCalls: int = Field(3, ge=0, le=1000)
     stallMinReasoningChars: int = Field(1024, ge=0, le=100_000_000)
@@ -226,6 +236,13 @@ class LoopRescueConfig(_Strict):
     doctor: DoctorConfig = DoctorConfig()
     toolGuard: ToolGuardConfig = ToolGuardConfig()
     proxy: ProxyConfig = ProxyConfig()
+
+
+def price_of(prices: dict[str, ModelPrice], model: str | None) -> ModelPrice | None:
+    """The price of ``model``: the first glob of ``prices`` that matches it, if any."""
+    if not model:
+        return None
+    return next((price for glob, price in prices.items() if fnmatch.fnmatchcase(model, glob)), None)
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:

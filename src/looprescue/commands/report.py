@@ -55,10 +55,12 @@ def report_command(
 ) -> None:
     """Write one self-contained HTML page about a set of sessions.
 
-    The page lists the sessions with their findings; per session, a timeline of its turns,
-    each loop in its context (what is kept, what a cut removes) and each detour signal with
-    its evidence events. Long sessions are shown in excerpts. The file needs nothing else
-    to open: no network, no scripts.
+    The page lists the sessions costliest loops first, with a search, filters and pages that
+    work on thousands of sessions: per session the loops, the tokens they cost (and money,
+    with per-model prices in the config's prices key), the detours, what to run next and
+    what clean would remove; a timeline of its turns, each loop in its context (what is
+    kept, what a cut removes) and each detour signal with its evidence events. Long sessions
+    are shown in excerpts. The file needs nothing else to open: no network, no files.
 
     \b
     Examples:
@@ -103,9 +105,9 @@ def report_command(
     if json_output:
         for report in reports:
             if not report.error:
-                emit(orjson.dumps(report.to_record()).decode())
+                emit(orjson.dumps(report.to_record(cfg.prices)).decode())
     try:
-        write_atomically(output, render_report(reports))
+        write_atomically(output, render_report(reports, prices=cfg.prices))
     except OSError as exc:
         note(f"error: {output}: cannot write the report: {exc.strerror or exc}")
         raise typer.Exit(EXIT_UNREADABLE) from None

@@ -3,14 +3,22 @@ value from a session is text, never markup)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
+import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from looprescue import __version__
+from looprescue.config import ModelPrice
+from looprescue.dsh.discovery import decode_project_key
 from looprescue.formatting import format_size, format_time
 from looprescue.report.session import (
     MAX_EVIDENCE_EVENTS,
@@ -39,6 +47,8 @@ def plural(count: int, word: str) -> str:
 
 
 _ENV.filters["plural"] = plural
+# the page's one script, allowed by its hash in the page's Content-Security-Policy
+SCRIPT = resources.files("looprescue.report").joinpath("templates/report.js").read_text("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +59,7 @@ class Cell:
     last: int
     classes: str
     title: str
-    href: str | None
+    target: int | None  # the turn whose row it links to
 
 
 def _where(turn: int | None, step: int | None) -> str:
@@ -58,32 +68,56 @@ def _where(turn: int | None, step: int | None) -> str:
     return f"t{turn}s{step}" if step is not None else f"t{turn}"
 
 
-def session_view(number: int, report: SessionReport) -> dict[str, Any]:
-    """What the template needs of one session, with every id and link worked out."""
+def session_view(number: int, report: SessionReport, prices: Mapping[str, ModelPrice]) -> dict:
+    """What the page needs of one session, as JSON the page's script renders."""
     anchor = f"s{number}"
     loops = [
         {
             "id": f"{anchor}-l{index + 1}",
-            "finding": loop.finding,
-            "context": loop,
-            "kind": loop_kind(loop.finding),
             "where": _where(loop.finding.turn, loop.finding.step),
+            "seq": loop.finding.seq,
             "label": _loop_label(loop.finding),
+            "kind": loop_kind(loop.finding),
+            "turn": loop.finding.turn,
+            "lastTurn": loop.finding.last_turn,
+            "narration": loop.finding.kind == "narration",
+            "seqs": list(loop.finding.seqs),
+            "excerpt": loop.finding.excerpt,
+            "found": loop.found,
+            "omittedBefore": loop.omitted_before,
+            "before": loop.before,
+            "copy": list(loop.kept_copy),
+            "pruned": loop.pruned,
+            "prunedMore": loop.pruned_more,
+            "loopChars": loop.finding.loop_chars,
         }
         for index, loop in enumerate(report.loops)
     ]
     signals = []
     for index, signal in enumerate(report.signals):
         shown_seqs = signal.evidence[:MAX_EVIDENCE_EVENTS]
+        events = []
+        for seq in shown_seqs:
+            event = report.evidence.get(seq)
+            if event is None:
+                events.append([seq, None, None, None])
+            else:
+                where = (f"t{event.turn}" if event.turn is not None else "") + (
+                    f"s{event.step}" if event.step is not None else ""
+                )
+                events.append([seq, event.type, where, event.text])
         signals.append(
             {
                 "id": f"{anchor}-g{index + 1}",
-                "signal": signal,
                 "kind": signal_kind(signal),
+                "turn": signal.turn,
                 "where": "session" if signal.turn is None else f"turn {signal.turn}",
-                "events": [report.evidence.get(seq) for seq in shown_seqs],
-                "seqs": shown_seqs,
-                "more_seqs": len(signal.evidence) - len(shown_seqs),
+                "metric": signal.metric,
+                "explanation": signal.explanation,
+                "seqs": list(shown_seqs),
+                "moreSeqs": len(signal.evidence) - len(shown_seqs),
+                "evidenceCount": len(signal.evidence),
+                "events": events,
             }
         )
     finding_turns = set(report.loop_counts) | set(report.signal_counts)
@@ -93,8 +127,10 @@ def session_view(number: int, report: SessionReport) -> dict[str, Any]:
             continue
         if len(rows) == MAX_TURN_ROWS:
             break
-        shown_loops = [item for item in loops if item["finding"].turn == turn.turn]
-        shown_signals = [item for item in signals if item["signal"].turn == turn.turn]
+        shown_loops = [[item["id"], item["kind"]] for item in loops if item["turn"] == turn.turn]
+        shown_signals = [
+            [item["id"], item["kind"]] for item in signals if item["turn"] == turn.turn
+        ]
         hidden = (
             report.loop_counts.get(turn.turn, 0)
             + report.signal_counts.get(turn.turn, 0)
@@ -103,41 +139,114 @@ def session_view(number: int, report: SessionReport) -> dict[str, Any]:
         )
         rows.append(
             {
-                "id": f"{anchor}-t{turn.turn}",
-                "turn": turn,
+                "turn": turn.turn,
+                "prompt": turn.prompt,
+                "end": turn.end_reason if turn.end_reason not in (None, "completed") else None,
+                "steps": turn.steps,
+                "tools": turn.tool_calls,
+                "failed": turn.tool_failures,
+                "retries": turn.retries,
                 "loops": shown_loops,
                 "signals": shown_signals,
                 "hidden": hidden,
             }
         )
-    linked = {row["turn"].turn for row in rows}
+    linked = {row["turn"] for row in rows}
+    total, loop_dollars = report.cost(prices)
+    status = "error" if report.error else _status(report)
+    loop_tokens = report.loop_tokens_total
     return {
-        "id": anchor,
-        "report": report,
-        "status": "error" if report.error else _status(report),
-        "cells": timeline(anchor, report, linked),
-        "rows": rows,
-        "hidden_rows": len(report.turns) - len(rows),
-        "hidden_finding_rows": len(finding_turns - linked),
-        "loops": loops,
-        "signals": signals,
-        "loop_kinds": _kinds(report.loop_kinds, loops),
-        "signal_kinds": _kinds(report.signal_kinds, signals),
+        "anchor": anchor,
+        "id": report.session_id,
+        "title": report.title,
+        "project": project_of(report),
+        "cwd": report.cwd,
+        "path": report.path,
+        "status": status,
         "created": format_time(report.created),
-        "last_event": format_time(report.last_event),
+        "last": format_time(report.last_event),
+        "lastMs": report.last_event or report.created or 0,
+        "turns": len(report.turns),
+        "events": report.events,
         "size": format_size(report.size),
+        "loops": report.loops_total,
+        "signals": report.signals_total,
+        "kinds": _kinds(report.loop_kinds, loops, "loop")
+        + _kinds(report.signal_kinds, signals, "signal"),
+        "tokensIn": report.input_tokens,
+        "tokensOut": report.output_tokens,
+        "tokensEst": report.usage_estimated,
+        "loopTokens": loop_tokens,
+        "loopTokensEst": report.loop_tokens_estimated,
+        "dollars": None if total is None else round(total, 6),
+        "loopDollars": None
+        if loop_dollars is None or not report.loops_total
+        else round(loop_dollars, 6),
+        # what the list sorts by: dollars where every model is priced, else tokens
+        "loopCost": loop_dollars * 1e6 if loop_dollars is not None else loop_tokens,
+        "clean": (
+            {"messages": report.clean_messages, "chars": report.clean_chars}
+            if report.clean_messages
+            else None
+        ),
+        "next": next_commands(report),
+        "error": report.error,
+        "notes": report.notes,
+        "cells": [
+            [c.first, c.last, c.classes, c.title, c.target] for c in timeline(report, linked)
+        ],
+        "rows": rows,
+        "hiddenRows": len(report.turns) - len(rows),
+        "hiddenFindingRows": len(finding_turns - linked),
+        "loopCards": loops,
+        "moreLoops": report.loops_total - len(loops),
+        "signalCards": signals,
+        "moreSignals": report.signals_total - len(signals),
     }
 
 
-def _kinds(counts: dict[str, int], shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One badge per kind of finding: how many, and a link to the first one shown."""
-    first = {}
+def project_of(report: SessionReport) -> str:
+    """The project a session belongs to: its DSH project dir, else its working dir's name."""
+    project_dir = Path(report.path).parent.parent.name
+    if project_dir.startswith("--") and project_dir.endswith("--") and len(project_dir) > 4:
+        return decode_project_key(project_dir)
+    return Path(report.cwd).name if report.cwd else "-"
+
+
+def next_commands(report: SessionReport) -> list[list[str]]:
+    """(why, command) to run next for the session: clean its loops, look at its detours."""
+    ident = report.session_id or report.path
+    if report.error:
+        return [
+            [
+                "a crash can leave a log unreadable; repair keeps everything before the damage:",
+                f"looprescue repair {ident} --dry-run",
+            ]
+        ]
+    out = []
+    if report.clean_messages:
+        out.append(["see exactly what clean would change:", f"looprescue clean {ident} --dry-run"])
+        out.append(
+            ["then cut the loops (undo: looprescue clean --undo):", f"looprescue clean {ident}"]
+        )
+    elif report.loops_total:
+        out.append(
+            [
+                "its loops are in failed attempts or span messages, which clean leaves; list them:",
+                f"looprescue scan {ident}",
+            ]
+        )
+    if report.signals_total:
+        out.append(["every detour signal with its evidence:", f"looprescue doctor {ident}"])
+    return out
+
+
+def _kinds(counts: dict[str, int], shown: list[dict[str, Any]], type_: str) -> list[list]:
+    """One badge per kind of finding: [kind, how many, loop or signal, first card's id]."""
+    first: dict[str, str] = {}
     for item in shown:
         first.setdefault(item["kind"], item["id"])
-    return [
-        {"kind": kind, "count": count, "href": f"#{first[kind]}" if kind in first else None}
-        for kind, count in counts.items()
-    ]
+    return [[kind, count, type_, first.get(kind)] for kind, count in counts.items()]
 
 
 def _status(report: SessionReport) -> str:
@@ -156,7 +265,7 @@ def _loop_label(finding: Any) -> str:
     )
 
 
-def timeline(anchor: str, report: SessionReport, linked: set[int]) -> list[Cell]:
+def timeline(report: SessionReport, linked: set[int]) -> list[Cell]:
     """Cells for the turns, at most MAX_CELLS (consecutive turns share a cell beyond)."""
     turns = report.turns
     per_cell = max(1, -(-len(turns) // MAX_CELLS))
@@ -173,19 +282,62 @@ def timeline(anchor: str, report: SessionReport, linked: set[int]) -> list[Cell]
         if len(group) == 1 and group[0].prompt:
             title += f"; prompt: {group[0].prompt}"
         target = next((n for n in numbers if n in linked), None)
-        href = f"#{anchor}-t{target}" if target is not None else None
-        cells.append(Cell(numbers[0], numbers[-1], classes or "quiet", title, href))
+        cells.append(Cell(numbers[0], numbers[-1], classes or "quiet", title, target))
     return cells
 
 
-def render_report(reports: Sequence[SessionReport], generated: float | None = None) -> str:
+def page_data(
+    reports: Sequence[SessionReport], prices: Mapping[str, ModelPrice], generated: float
+) -> dict[str, Any]:
+    """Everything the page shows, as the JSON it carries: the sessions sorted by what their
+    loops cost (dollars where priced, else tokens), then by detours, then newest first."""
+    sessions = [session_view(n, report, prices) for n, report in enumerate(reports, 1)]
+    order = {"loops": 0, "signals": 1, "error": 2, "clean": 3}
+    sessions.sort(
+        key=lambda s: (order[s["status"]], -s["loopCost"], -s["signals"], -(s["lastMs"] or 0))
+    )
+    priced = [s["loopDollars"] for s in sessions if s["loopDollars"] is not None]
+    return {
+        "generated": format_time(generated * 1000),
+        "version": __version__,
+        "projects": sorted({s["project"] for s in sessions}),
+        "totals": {
+            "sessions": len(sessions),
+            "loops": sum(r.loops_total for r in reports),
+            "loopSessions": sum(1 for r in reports if r.loops_total),
+            "signals": sum(r.signals_total for r in reports),
+            "signalSessions": sum(1 for r in reports if r.signals_total),
+            "errors": sum(1 for r in reports if r.error),
+            "loopTokens": sum(r.loop_tokens_total for r in reports),
+            "loopTokensEst": any(r.loop_tokens_estimated for r in reports),
+            "tokensIn": sum(r.input_tokens for r in reports),
+            "tokensOut": sum(r.output_tokens for r in reports),
+            "loopDollars": round(sum(priced), 6) if priced else None,
+            "clean": sum(1 for r in reports if r.clean_messages),
+        },
+        "sessions": sessions,
+    }
+
+
+def _script_json(data: Any) -> str:
+    """JSON safe inside a <script> element: no "<" can close it or open a comment."""
+    text = orjson.dumps(data).decode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_report(
+    reports: Sequence[SessionReport],
+    generated: float | None = None,
+    prices: Mapping[str, ModelPrice] | None = None,
+) -> str:
     """The whole page for ``reports``."""
-    sessions = [session_view(number, report) for number, report in enumerate(reports, 1)]
+    data = page_data(reports, prices or {}, generated if generated is not None else time.time())
+    script = SCRIPT
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     return _ENV.get_template("report.html.j2").render(
-        sessions=sessions,
-        generated=format_time((generated if generated is not None else time.time()) * 1000),
-        version=__version__,
-        loops=sum(report.loops_total for report in reports),
-        signals=sum(report.signals_total for report in reports),
-        errors=sum(1 for report in reports if report.error),
+        data=data,
+        totals=data["totals"],
+        data_json=Markup(_script_json(data)),
+        script=Markup(script),
+        script_hash=f"sha256-{digest}",
     )

@@ -19,12 +19,13 @@ from typing import Any
 
 import orjson
 
-from looprescue.config import LoopRescueConfig
+from looprescue.config import LoopRescueConfig, ModelPrice, price_of
 from looprescue.doctor import DetourSignal, SessionAnalysis
 from looprescue.doctor import events as ev
-from looprescue.dsh.findings import Finding, SessionScanner
+from looprescue.dsh.findings import Finding, SessionScanner, message_model
 from looprescue.dsh.records import Record
 from looprescue.dsh.views import AssistantMessage, Attempt, SessionTitle, text_deltas
+from looprescue.tokens import estimate_tokens
 
 # Bounds of what one session contributes to the page.
 MAX_LOOPS = 20  # loops shown with their text; the rest are counted
@@ -114,9 +115,55 @@ class SessionReport:
     signal_kinds: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    # what the session's model calls cost, per model: [input tokens, output tokens]; a message
+    # without usage counts its output as estimated from its chars (and no input)
+    usage: dict[str, list[int]] = field(default_factory=dict)
+    usage_estimated: bool = False
+    # output tokens of the loops, per model (a narration run: the session's main model)
+    loop_tokens: dict[str, int] = field(default_factory=dict)
+    loop_tokens_estimated: bool = False
+    # what `clean` would cut: the assistant messages with a loop and the chars of the loops
+    clean_messages: int = 0
+    clean_chars: int = 0
 
-    def to_record(self) -> dict[str, Any]:
+    @property
+    def input_tokens(self) -> int:
+        return sum(pair[0] for pair in self.usage.values())
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(pair[1] for pair in self.usage.values())
+
+    @property
+    def loop_tokens_total(self) -> int:
+        return sum(self.loop_tokens.values())
+
+    @property
+    def main_model(self) -> str:
+        return max(self.usage, key=lambda model: self.usage[model][1], default="")
+
+    def cost(self, prices: Mapping[str, ModelPrice]) -> tuple[float | None, float | None]:
+        """(dollars of the whole session, dollars of its loops), None where a model it used
+        has no price."""
+        total = 0.0
+        for model, (tokens_in, tokens_out) in self.usage.items():
+            price = price_of(dict(prices), model)
+            if price is None:
+                total = None  # type: ignore[assignment]
+                break
+            total += (tokens_in * price.input + tokens_out * price.output) / 1e6
+        loops = 0.0
+        for model, tokens in self.loop_tokens.items():
+            price = price_of(dict(prices), model or self.main_model)
+            if price is None:
+                loops = None  # type: ignore[assignment]
+                break
+            loops += tokens * price.output / 1e6
+        return total, loops
+
+    def to_record(self, prices: Mapping[str, ModelPrice] | None = None) -> dict[str, Any]:
         """What ``report --json`` prints for the session."""
+        total, loops = self.cost(prices or {})
         return {
             "kind": "session",
             "session": self.session_id,
@@ -132,6 +179,16 @@ class SessionReport:
             "loopKinds": self.loop_kinds,
             "signals": self.signals_total,
             "signalKinds": self.signal_kinds,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "tokensEstimated": self.usage_estimated,
+            "loopTokens": self.loop_tokens_total,
+            "loopTokensEstimated": self.loop_tokens_estimated,
+            "models": sorted(self.usage),
+            "dollars": None if total is None else round(total, 6),
+            "loopDollars": None if loops is None else round(loops, 6),
+            "cleanMessages": self.clean_messages,
+            "cleanChars": self.clean_chars,
         }
 
     @property
@@ -185,6 +242,7 @@ class SessionFold:
         self._doctor = SessionAnalysis(report.session_id, config.doctor, header=dict(header))
         self._turns: dict[int, TurnTally] = {}
         self._current: TurnTally | None = None
+        self._cut_seqs: set[int] = set()
 
     def feed(self, record: Record) -> None:
         report = self.report
@@ -192,6 +250,8 @@ class SessionFold:
         time = record.event.get("time")
         if isinstance(time, int | float):
             report.last_event = time
+        if isinstance(record.view, AssistantMessage):
+            self._usage(record.event, record.view)
         if not record.skipped:
             for finding in self._scanner.feed(record):
                 self._finding(finding)
@@ -212,11 +272,35 @@ class SessionFold:
             return
         report = self.report
         report.loops_total += 1
+        model = finding.model or ""
+        report.loop_tokens[model] = report.loop_tokens.get(model, 0) + finding.tokens
+        report.loop_tokens_estimated |= finding.tokens_from != "usage"
+        if finding.kind == "loop" and finding.source == "message":
+            if finding.seq not in self._cut_seqs:
+                self._cut_seqs.add(finding.seq)
+                report.clean_messages += 1
+            report.clean_chars += finding.loop_chars
         _count(report.loop_kinds, loop_kind(finding))
         if finding.turn is not None:
             _count(report.loop_counts, finding.turn)
         if len(report.loops) < MAX_LOOPS:
             report.loops.append(LoopContext(finding))
+
+    def _usage(self, event: dict, view: AssistantMessage) -> None:
+        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        usage = data.get("usage") if isinstance(data, dict) else None
+        model = message_model(data) or ""
+        pair = self.report.usage.setdefault(model, [0, 0])
+        counts = [
+            usage.get(name) if isinstance(usage, dict) else None
+            for name in ("inputTokens", "outputTokens")
+        ]
+        if all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+            pair[0] += counts[0]  # type: ignore[operator]
+            pair[1] += counts[1]  # type: ignore[operator]
+            return
+        self.report.usage_estimated = True
+        pair[1] += sum(estimate_tokens(block.text or "") for block in view.blocks)
 
     def _signal(self, signal: DetourSignal) -> None:
         report = self.report
