@@ -661,7 +661,9 @@ class PeriodicRule:
             fired_at=cp,
             repeats=round((end - first) / unit, 2),
             period=copy_end - loop_start,
-            evidence=excerpt(text),
+            # (without the whitespace after it: how much of that is held when the rule fires
+            # depends on how the text arrived, and a hit is the same in any chunking)
+            evidence=excerpt(text.rstrip() or text),
         )
 
     # -- watermark ----------------------------------------------------------------------------
