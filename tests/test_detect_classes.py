@@ -199,7 +199,8 @@ def test_a_cjk_list_item_renumbered_is_cut_as_soon_as_a_cycle_would_be():
     head = "请接着再回原文里提到的一句话：\n\n1. 你可以在上面的回答中使用一个全属的编界；\n"
     text = head + "".join(f"{n}. {item}\n" for n in range(2, 8)) + "8. " + item[:-4]
     hit = stream(text, "text")
-    assert hit is not None and hit.rule == "counter"
+    # (renumbered sees the sentence said under a third number before counter's fourth copy)
+    assert hit is not None and hit.rule in ("counter", "renumbered")
     assert text[hit.loop_start : hit.prune_offset] == f"2. {item}\n"  # one copy kept
     # the same item with words that change is a list
     items = ["光合作用", "呼吸作用", "蒸腾作用", "吸收作用", "运输作用", "储存作用", "分解作用"]
@@ -226,7 +227,7 @@ def test_numbered_step_blocks_reemitted_with_only_the_number_changed():
     )
     text = "Steps:\n\n" + "".join(block.format(n=n) for n in range(1, 30))
     hit = stream(text, "text")
-    assert hit is not None and hit.rule == "counter"
+    assert hit is not None and hit.rule in ("counter", "renumbered")
     assert hit.loop_start == len("Steps:\n\n")
     assert text[hit.loop_start : hit.prune_offset] == block.format(n=1)
 

@@ -55,7 +55,7 @@ def loopy_texts(draw) -> str:
     """Healthy-looking stretches mixed with verbatim, counter and reshuffled loops."""
     parts = []
     for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["prose", "cycle", "counter", "pool", "stutter"]))
+        kind = draw(st.sampled_from(["prose", "cycle", "counter", "pool", "stutter", "renumbered"]))
         if kind == "prose":
             parts.append(draw(word_text))
         elif kind == "cycle":
@@ -67,6 +67,15 @@ def loopy_texts(draw) -> str:
             parts.append(
                 "".join(f"{body} {n}\n" for n in range(start, start + draw(st.integers(1, 30))))
             )
+        elif kind == "renumbered":
+            # a list item's sentence said again under new numbers, other lines between some
+            # copies (rule renumbered)
+            item = draw(st.sampled_from(CLAUSES)) + " " + draw(word_text)
+            start = draw(st.integers(0, 9))
+            for n in range(start, start + draw(st.integers(1, 6))):
+                parts.append(f"{n}. {item}\n")
+                if draw(st.booleans()):
+                    parts.append(draw(word_text) + "\n")
         elif kind == "stutter":
             # clauses of a sentence, some said again back to back (rule stutter)
             said = draw(

@@ -8,7 +8,7 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.nearcopy import extend_over_near_copies
+from looprescue.detect.nearcopy import extend_over_near_copies, with_renumbered_heading
 from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.imports import ImportsRule
 from looprescue.detect.rules.lines import LinesRule
@@ -17,6 +17,7 @@ from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
+from looprescue.detect.rules.renumbered import RenumberedRule
 from looprescue.detect.rules.restate import RestateRule
 from looprescue.detect.rules.rows import TableRowsRule
 from looprescue.detect.rules.stutter import StutterRule
@@ -60,6 +61,7 @@ class ChannelDetector:
         self._echo = EchoRule(channel, cfg)
         self._rows = TableRowsRule(channel)
         self._imports = ImportsRule(channel)
+        self._renumbered = RenumberedRule(channel, cfg)
         self._overrun = OverrunRule(channel, asked)
         self._parrot = ParrotRule(channel, correction)
         self._restate = RestateRule(channel, shown, shown_loop)
@@ -76,6 +78,7 @@ class ChannelDetector:
             on_clauses=self._stutter.on_sentence,
             on_unit=self._restate.on_unit if self._restate.active else None,
             on_open_sentence=self._stutter.on_open_sentence,
+            items=self._renumbered,
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
@@ -136,6 +139,8 @@ class ChannelDetector:
         self.wait_until = self._done + STRIDE
         if eager and self.hit is None:
             hit = self._segmenter.scan_to(win, win.end - 1)
+            if hit is not None and hit.rule == "pool":
+                hit = with_renumbered_heading(win, hit)
             self.hit = (
                 extend_over_near_copies(win, hit, self._segmenter.fenced)
                 if hit is not None
@@ -147,6 +152,8 @@ class ChannelDetector:
     def _checkpoint(self, cp: int, final: bool) -> Hit | None:
         win = self._win
         hit = self._segmenter.scan_to(win, cp, final)
+        if hit is not None and hit.rule == "pool":
+            hit = with_renumbered_heading(win, hit)
         if hit is None:
             hit = self._echo.at_checkpoint(win, cp, self._segmenter)
         if hit is None and self._paragraph is not None:
@@ -194,6 +201,7 @@ class ChannelDetector:
         held = min(held, self._lines.safe_offset(win, line_from, end))
         held = min(held, self._rows.safe_offset(win, line_from, end))
         held = min(held, self._imports.safe_offset(win, line_from, end, segmenter.in_fence))
+        held = min(held, self._renumbered.safe_offset(win, line_from, end))
         if self._overrun.active:
             held = min(held, self._overrun.safe_offset(win))
         if self._parrot.active:

@@ -48,6 +48,7 @@ from typing import Final
 from looprescue.detect.buffer import TextWindow, fold
 from looprescue.detect.hits import Hit
 from looprescue.detect.shape import Content, content_of
+from looprescue.detect.text import mask_digits
 
 # Segments of the loop compared against (the first ones after its onset), and segments walked
 # back at most: a loop's lead-in of near-copies is a handful of lines or sentences, and both
@@ -408,3 +409,38 @@ def _edit_distance_within(a: list[str], b: list[str], bound: int) -> bool:
             return False
         previous = current
     return previous[len(b)] <= bound
+
+
+# How far before a cut the lines that lead a copy are looked for (a heading or two).
+HEADING_LOOKBACK: Final = 400
+_A_DIGIT: Final = re.compile(r"[0-9]")
+
+
+def with_renumbered_heading(win: TextWindow, hit: Hit) -> Hit:
+    """``hit`` with its cut moved back over the lines right before it that a later copy of the
+    loop holds with other numbers (``### Step 3`` before a block first said under ``### Step
+    2``): a block said again under a new heading begins at the heading. A pool cut where its
+    repeats began keeps the heading of the copy it cuts otherwise. Lines said the same (the
+    first copy's own) stop the walk, as does any other line."""
+    cut = hit.prune_offset
+    lo = max(win.base, cut - HEADING_LOOKBACK)
+    before = win.slice(lo, cut)
+    if not before.endswith("\n"):
+        return hit  # the cut is inside a line
+    loop_lines = [line.strip() for line in win.slice(cut, hit.fired_at).split("\n")]
+    said = {line for line in loop_lines if line}
+    renumbered = {mask_digits(line) for line in said if _A_DIGIT.search(line)}
+    onset = cut
+    pos = len(before) - 1  # the newline that ends the line before the cut
+    for line in reversed(before[:-1].split("\n")):
+        start = pos - len(line)
+        pos = start - 1
+        text = line.strip()
+        if not text:
+            continue
+        if text in said or mask_digits(text) not in renumbered:
+            break
+        onset = lo + start + len(line) - len(line.lstrip())
+    if onset == cut:
+        return hit
+    return _moved_back(hit, onset, onset)

@@ -29,6 +29,7 @@ _STRUCTURAL: Final = frozenset(
 # call on every line.)
 _NOT_COUNTED: Final = frozenset({LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE})
 _PROSE, _TABLE_ROW, _FENCE = LineKind.PROSE, LineKind.TABLE_ROW, LineKind.FENCE
+_LIST_ITEM = LineKind.LIST_ITEM
 
 SentenceSink = Callable[[str, int, int], Hit | None]
 LineSink = Callable[[str, int, int], Hit | None]
@@ -43,6 +44,10 @@ class CodeSink(Protocol):
     def on_code_line(self, line: str, start: int, end: int) -> Hit | None: ...
 
     def end_fence(self) -> None: ...
+
+
+class ItemSink(Protocol):
+    def on_item(self, line: str, start: int, end: int) -> Hit | None: ...
 
 
 class TableSink(Protocol):
@@ -69,6 +74,7 @@ class Segmenter:
         on_clauses: SentenceSink | None = None,
         on_unit: UnitSink | None = None,
         on_open_sentence: OpenSentenceSink | None = None,
+        items: ItemSink | None = None,
     ) -> None:
         # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
         self._structural = structural_text
@@ -77,6 +83,7 @@ class Segmenter:
         self._on_line_start = on_line_start
         self._table = table
         self._code = code  # gets the lines inside ``` fences
+        self._items = items  # gets the numbered list lines outside fences
         self._long_sentence = min(long_sentence, LONG_UNIT)
         # gets every sentence's text up to LONG_UNIT, before on_sentence (a rule that looks
         # inside a sentence, whatever its length as a phrase)
@@ -197,6 +204,8 @@ class Segmenter:
                 hit = self._table.on_row(line, start, end) or hit
             else:
                 self._table.end_table()
+        if kind is _LIST_ITEM and self._items is not None and not self.in_fence:
+            hit = self._items.on_item(line, start, end) or hit
         if kind is _FENCE:
             if self._code is not None:
                 self._code.end_fence()

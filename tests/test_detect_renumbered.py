@@ -1,0 +1,64 @@
+"""Rule renumbered: a numbered item whose sentence stays while its number moves on."""
+
+from __future__ import annotations
+
+from tests.detect_helpers import stream
+
+from looprescue.detect import scan_text
+
+LEAD = "Here is the plan for the migration, step by step.\n\n"
+ITEM = "Back up the database before running the migration script."
+
+
+def _items(numbers, between: str = "") -> str:
+    return "".join(f"{n}. {ITEM}\n{between}" for n in numbers)
+
+
+def test_an_item_said_again_under_new_numbers_with_notes_between_is_cut_after_one_copy():
+    note = "\nNote: the backup takes a few minutes on a large database.\n\n"
+    text = LEAD + "1. Stop the workers.\n" + _items(range(2, 12), note)
+    hit = stream(text, "text", sizes=(3, 7))
+    assert hit is not None and hit.rule == "renumbered"
+    second = text.index(f"3. {ITEM}")
+    assert hit.prune_offset == second and hit.loop_start == text.index(f"2. {ITEM}")
+    # found at the third copy
+    assert hit.fired_at == text.index(f"4. {ITEM}") + len(f"4. {ITEM}\n")
+    assert scan_text(text, "reasoning")[0].prune_offset == second
+
+
+def test_a_chinese_item_counts_its_width():
+    item = "先备份整个数据库，再运行迁移脚本。"  # 17 chars, 32 wide
+    notes = [
+        "备份需要几分钟。",
+        "大表会更慢一些。",
+        "记得检查磁盘空间。",
+        "副本也要同步。",
+        "完成后通知团队。",
+    ]
+    text = "迁移步骤如下。\n\n" + "".join(
+        f"{n}. {item}\n\n说明：{note}\n\n" for n, note in enumerate(notes, 1)
+    )
+    hit = stream(text, "reasoning", sizes=(5,))
+    assert hit is not None and hit.rule == "renumbered"
+    assert hit.prune_offset == text.index(f"2. {item}")
+
+
+def test_items_that_do_not_count_on_or_are_short_are_no_loop():
+    # the same sentence in two lists (numbers restart), and a list of short answers
+    two_lists = _items([1, 2]) + "\nAnd for the replica:\n\n" + _items([1, 2]) + "\nDone.\n"
+    assert scan_text(LEAD + two_lists, "text") == []
+    answers = "".join(f"{n}. Yes, that is fine.\n\nWhy: case {n * 7}.\n\n" for n in range(1, 12))
+    assert scan_text(LEAD + answers, "text") == []
+
+
+def test_copies_far_apart_are_no_loop():
+    def filler(n: int) -> str:
+        return " ".join(f"Section {n} point {w} covers a separate concern." for w in range(40))
+
+    text = LEAD + "".join(f"{n}. {ITEM}\n\n{filler(n)}\n\n" for n in range(1, 6))
+    assert scan_text(text, "text") == []
+
+
+def test_an_item_inside_a_fence_is_code():
+    text = LEAD + "```\n" + _items(range(1, 10), "# note\n") + "```\n"
+    assert scan_text(text, "text") == []
