@@ -10,6 +10,7 @@ sentence twice by accident, and a loop's copies are the only repetition in it.
 
 from __future__ import annotations
 
+import difflib
 import random
 import re
 from collections.abc import Callable
@@ -237,19 +238,24 @@ def _join_prose(sentences: list[str]) -> str:
     return out
 
 
+def _alike(a: str, b: str) -> bool:
+    return difflib.SequenceMatcher(None, a, b).ratio() > 0.7
+
+
 def preamble(rng: random.Random, lang: str, channel: str, chars: int = 600) -> str:
     """Planning prose (reasoning) or an answer's opening (text), about ``chars`` wide, that
-    says nothing twice; it ends at a paragraph break."""
+    says nothing twice, not even a word or two apart (a model restating its own sentences is
+    looping already); it ends at a paragraph break."""
     paragraphs: list[str] = []
-    used: set[str] = set()
+    used: list[str] = []
     total = 0
     while total < chars:
         para: list[str] = []
         for _ in range(rng.randint(2, 4)):
             s = _sentence(rng, lang, 0)
-            while s in used:
+            while any(_alike(s, other) for other in used):
                 s = _sentence(rng, lang, 0)
-            used.add(s)
+            used.append(s)
             para.append(s)
         text = _join_prose(para)
         paragraphs.append(text)
@@ -471,6 +477,7 @@ def numbered_item(rng: random.Random, lang: str, sep: str, channel: str) -> Case
         first,
         width(parts[0]),
         second_copy=len(parts[0]),
+        period=len("".join(parts)) // len(parts),
     )
 
 
