@@ -404,8 +404,12 @@ class AnthropicEncoder:
         if isinstance(item, EmitOpaque):
             if item.index is None:
                 return _frame(item.payload)  # a whole event, as it came
-            delta = {"type": "content_block_delta", "index": item.index, "delta": item.payload}
-            return _frame(delta)
+            event: dict[str, Any] = {
+                "type": "content_block_delta",
+                "index": item.index,
+                "delta": item.payload,
+            }
+            return _frame(event)
         if isinstance(item, EmitPing):
             return _frame({"type": "ping"})
         if isinstance(item, EmitFinish):

@@ -32,7 +32,7 @@ import time
 import urllib.request
 import zlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -46,6 +46,9 @@ IDLE_EXPIRY_SECONDS = 2.0  # inside common server keep-alive timeouts (uvicorn's
 HIGH_WATER = 1 << 20  # stop reading from a response whose client lags by this many bytes
 _DECODED_ENCODINGS = "gzip, deflate"
 T = TypeVar("T")
+
+# urllib's NO_PROXY matcher: in every CPython, missing from typeshed's stubs (mypyc reads them)
+_proxy_bypass: Callable[[str, Mapping[str, str]], bool] = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
 
 
 class _Connection(asyncio.Protocol):
@@ -506,7 +509,7 @@ class Http1Transport:
         if origin not in self._routes:
             scheme, host, port = origin
             url = self._proxies.get(scheme) or self._proxies.get("all")
-            bypass = url and urllib.request.proxy_bypass_environment(
+            bypass = url and _proxy_bypass(
                 _host_header(host, port, "") if ":" in host else f"{host}:{port}", self._proxies
             )
             self._routes[origin] = ProxyRoute.parse(url) if url and not bypass else None
