@@ -856,12 +856,15 @@ class HttpServer:
 
     def run(self, sockets: list[socket.socket]) -> None:
         """Serve in a new event loop (uvloop's when installed) until stopped."""
+        # Choose the loop first and serve outside the except clause: compiled, an exception
+        # handled there stays the current one for as long as the server runs.
         try:
             import uvloop
-        except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
-            asyncio.run(self.serve(sockets))
-        else:
-            uvloop.run(self.serve(sockets))
+
+            run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
+        except ImportError:  # no uvloop on Windows, or where it did not build
+            run = asyncio.run
+        run(self.serve(sockets))
 
     async def serve(self, sockets: list[socket.socket], *, signals: bool = True) -> None:
         loop = self._loop = asyncio.get_running_loop()
