@@ -48,7 +48,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docgen e2e setup.py build_backend
 	$(BIN)/ruff format --check src tests benchmarks docgen e2e setup.py build_backend
 
-# the generated parts of README.md and docs/cli.md (tests/test_docs.py says when they are stale)
+# the generated parts of README.md, docs/cli.md and docs/config.md (tests/test_docs.py says when
+# they are stale)
 docs: $(STAMP)
 	$(BIN)/python -m docgen
 

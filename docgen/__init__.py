@@ -1,6 +1,6 @@
 """The generated parts of the docs, so they cannot drift from the code:
 
-* the configuration reference in README.md, read from the config model (keys, types,
+* the configuration reference, docs/config.md, read from the config model (keys, types,
   ranges, defaults) and ``config_keys.MEANINGS`` (what each key means);
 * the command table in README.md and the whole of docs/cli.md, read from the CLI itself.
 
@@ -204,13 +204,34 @@ def splice(text: str, name: str, content: str) -> str:
     return pattern.sub(lambda _: f"{begin}\n{content}{end}", text, count=1)
 
 
+def config_page() -> str:
+    """docs/config.md: every key of the config, from the model and config_keys.MEANINGS."""
+    out = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated from the config model by `python -m docgen`; do not edit by hand. -->",
+        "",
+        "One YAML file (`--config FILE`); `--set KEY=VALUE` overrides one key (a dotted path such",
+        "as `detector.poolWindow`) on every command that reads the config, and the proxy's flags",
+        "override both. An unknown key or a bad value stops the command with exit code 2, naming",
+        "the key and the reason. The keys, section by section:",
+        "",
+        # the meanings link docs pages from the README's place; this page sits beside them
+        config_reference().replace("](docs/", "]("),
+    ]
+    return "\n".join(out).rstrip() + "\n"
+
+
 def generated() -> dict[Path, str]:
     """Every generated file with the content it should have."""
     readme = REPO / "README.md"
     text = readme.read_text(encoding="utf-8")
-    text = splice(text, "config", config_reference())
     text = splice(text, "commands", command_table())
-    return {readme: text, REPO / "docs" / "cli.md": cli_reference()}
+    return {
+        readme: text,
+        REPO / "docs" / "cli.md": cli_reference(),
+        REPO / "docs" / "config.md": config_page(),
+    }
 
 
 def stale() -> list[Path]:

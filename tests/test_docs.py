@@ -1,7 +1,9 @@
-"""The generated parts of the docs are current: the configuration reference in README.md (from
-the config model) and the CLI reference (from the CLI). Run `make docs` when this fails."""
+"""The generated parts of the docs are current: the configuration reference in docs/config.md
+(from the config model) and the CLI reference (from the CLI). Run `make docs` when this fails."""
 
 from __future__ import annotations
+
+import re
 
 import docgen
 from docgen.config_keys import MEANINGS, SECTIONS
@@ -72,3 +74,30 @@ def test_the_cli_reference_holds_every_command_and_option():
             for option in param.opts:
                 if option.startswith("-"):
                     assert option in section, (name, option)
+
+
+def test_the_readme_first_screen_shows_what_a_new_user_needs():
+    """What it does, a rescued loop, the two set-up commands and the one-line starts, before
+    any reference: the key reference lives in docs/config.md."""
+    readme = (docgen.REPO / "README.md").read_text(encoding="utf-8")
+    first_screen = readme[: readme.index("## Quick start")]
+    assert len(first_screen.splitlines()) <= 60
+    for needed in (
+        "make demo",
+        "make test",
+        "pruned:",
+        "DSH",
+        "Claude Code",
+        "Codex",
+        "opencode",
+        "looprescue.wrap(",
+        "pip install -e '.[all]'",
+    ):
+        assert needed in first_screen, needed
+    assert "| key | default |" not in readme and "docs/config.md" in readme
+    config = (docgen.REPO / "docs" / "config.md").read_text(encoding="utf-8")
+    for key in docgen.config_keys():
+        assert f"| `{key.path.rpartition('.')[2]}` |" in config, key.path
+    # links from the reference reach the pages beside it
+    for target in re.findall(r"\]\(([a-z-]+\.md)", config):
+        assert (docgen.REPO / "docs" / target).is_file(), target
