@@ -230,6 +230,28 @@ def test_openai_loop_is_pruned_and_resumed(upstream: ScriptedUpstream, record: d
     assert len(upstream.agent_requests()) == 2
 
 
+def test_a_continuation_that_loops_at_once_is_resumed_again(upstream: ScriptedUpstream) -> None:
+    """A short loop in a fast continuation arrives whole in its first read: the next
+    continuation must follow from there, and the response still end with its finish."""
+    record = next(r for r in loop_records() if r["channel"] == "reasoning")
+    upstream.enqueue(corpus_response(record), corpus_response(record, seed=1), CONTINUATION)
+    body = {"model": "deepseek-chat", "messages": [{"role": "user", "content": "Go."}]}
+    with serve(upstream) as proxy:
+        # read whole: the proxy writes each step as it comes, the client takes them later
+        response = httpx.post(
+            proxy.base_url + "/v1/chat/completions", json={**body, "stream": True}, timeout=30
+        )
+        totals = proxy.totals
+    chunks = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert chunks[-1] == "[DONE]"
+    deltas = [json.loads(c)["choices"][0] for c in chunks[:-1]]
+    reasoning = "".join(d["delta"].get("reasoning_content") or "" for d in deltas)
+    text = "".join(d["delta"].get("content") or "" for d in deltas)
+    assert reasoning.count("〔") == 2 and text == CONTINUATION.text
+    assert [d["finish_reason"] for d in deltas if d["finish_reason"]] == ["stop"]
+    assert totals.rescues == 2 and len(upstream.agent_requests()) == 3
+
+
 # --------------------------------------------------------------------------- healthy
 
 

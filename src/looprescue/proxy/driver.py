@@ -153,8 +153,9 @@ class ExchangeDriver:
                 continue
             await self.release(current)
             current = None
-            if step.request is not None:
-                waiting = asyncio.ensure_future(self._resume(step.request))
+            request = step.request
+            while request is not None:
+                waiting = asyncio.ensure_future(self._resume(request))
                 try:
                     while True:
                         done, _ = await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
@@ -171,9 +172,12 @@ class ExchangeDriver:
                 await self.carry_out(step)
                 if step.client:
                     yield step.client
+                request = None
                 if current is not None and not exchange.reading:
                     await self.release(current)
                     current = None
+                    # its first read looped again: the next continuation follows at once
+                    request = step.request
 
     async def _resume(self, request: SendRequest) -> tuple[UpstreamResponse | None, Step]:
         """Send a continuation and feed its first bytes (at most ``resumeTimeoutMs`` away)."""
