@@ -49,6 +49,12 @@ MEANINGS = {
     " the request's own).",
     "retryPresencePenalty": "`presence_penalty` of those requests (OpenAI route only; null: the"
     " request's own).",
+    "retryLadder": "What each continuation of one response changes, one rung per resume:"
+    " `sampling` (the retry settings above), `lighter` (the same with reasoning effort low, or"
+    " thinking off where the request's only switch is on/off), `model` (the same on"
+    " `retryModel`). Past the last rung a resume stays on it. In that order, each at most once.",
+    "retryModel": "The model the `model` rung of `retryLadder` sends continuations to (unset:"
+    " no such rung; set it and list the rung together).",
     "resumeTimeoutMs": "How long the proxy waits for a continuation's first byte before it ends"
     " the response with an error.",
     "models": "Glob patterns of the model names the proxy acts on; other models pass through"

@@ -352,7 +352,8 @@ def test_audit_log_records_detection_cut_and_resume(
     with serve(upstream, **{"proxy.auditLog": str(audit)}) as proxy:
         stream_anthropic(proxy)
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert [line["kind"] for line in lines] == ["detection", "cut", "resume"]
+    assert [line["kind"] for line in lines] == ["detection", "cut", "resume", "rung"]
+    assert lines[2]["rung"] == "sampling" and lines[3]["outcome"] == "finished"
     detection = lines[0]
     assert detection["rule"] == hit.rule and detection["prune_offset"] == hit.prune_offset
     assert detection["loop_text"] and record["text"].startswith(

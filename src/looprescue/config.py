@@ -11,13 +11,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from looprescue.errors import LoopRescueError
 
 Mode = Literal["rescue", "cut", "observe"]
 Watch = Literal["both", "reasoning", "text"]
 Language = Literal["auto", "zh", "en"]
+# What each continuation of one response changes (rescue/ladder.py), in the order they may come.
+Rung = Literal["sampling", "lighter", "model"]
+RUNGS: tuple[Rung, ...] = ("sampling", "lighter", "model")
 
 
 class ConfigError(LoopRescueError, ValueError):
@@ -220,6 +230,11 @@ class LoopRescueConfig(_Strict):
     # OpenAI-protocol upstreams only (Anthropic Messages has no penalties)
     retryFrequencyPenalty: float | None = Field(1.0, ge=-2.0, le=2.0)
     retryPresencePenalty: float | None = Field(0.5, ge=-2.0, le=2.0)
+    # A continuation that loops again rarely stops for another draw of the same sampling: each
+    # later continuation of a response takes the next rung (rescue/ladder.py); past the last
+    # rung it stays there. "model" sends retryModel.
+    retryLadder: tuple[Rung, ...] = ("sampling", "lighter")
+    retryModel: str | None = Field(None, min_length=1)
     resumeTimeoutMs: int = Field(300_000, ge=1, le=86_400_000)
     models: tuple[str, ...] = ("*",)
     # cut loops out of the earlier assistant messages of every request before it goes upstream
@@ -236,6 +251,24 @@ class LoopRescueConfig(_Strict):
     doctor: DoctorConfig = DoctorConfig()
     toolGuard: ToolGuardConfig = ToolGuardConfig()
     proxy: ProxyConfig = ProxyConfig()
+
+    @field_validator("retryLadder")
+    @classmethod
+    def _check_ladder(cls, ladder: tuple[Rung, ...]) -> tuple[Rung, ...]:
+        order = [RUNGS.index(rung) for rung in ladder]
+        if not order or order != sorted(set(order)):
+            raise ValueError(
+                "one rung or more, in the order sampling, lighter, model, each at most once"
+            )
+        return ladder
+
+    @model_validator(mode="after")
+    def _check_retry_model(self) -> LoopRescueConfig:
+        if ("model" in self.retryLadder) != (self.retryModel is not None):
+            raise ValueError(
+                "retryModel and the retryLadder rung model go together: set both or neither"
+            )
+        return self
 
 
 def price_of(prices: dict[str, ModelPrice], model: str | None) -> ModelPrice | None:

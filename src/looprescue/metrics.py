@@ -54,6 +54,12 @@ class RescueMetrics:
         self.resume_failures = counter(
             "resume_failures", "Continuations that failed or sent nothing in time."
         )
+        self.rescue_rungs = counter(
+            "rescue_rung",
+            "Resumed responses by the retryLadder rung of their last continuation and how it"
+            " ended (finished, cut, failed).",
+            ("protocol", "rung", "outcome"),
+        )
         self.pruned_chars = counter("pruned_chars", "Loop chars kept from the client.")
         self.kept_loop_chars = counter(
             "kept_loop_chars",
@@ -126,6 +132,8 @@ class RescueMetrics:
             value = getattr(stats, name)
             if value:
                 getattr(self, name).labels(protocol).inc(value)
+        if stats.rung_outcome:
+            self.rescue_rungs.labels(protocol, stats.rung, stats.rung_outcome).inc()
         for name in ("pruned_chars", "kept_loop_chars", "leaked_loop_chars"):
             value = getattr(stats, name)
             if value:

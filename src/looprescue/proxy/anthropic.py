@@ -196,6 +196,21 @@ class AnthropicWire(Wire):
         # Anthropic Messages has no frequency/presence penalties
         return out
 
+    def with_lighter_reasoning(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Budgeted thinking (``enabled``) has no lower setting than off, so it is turned off;
+        adaptive thinking, and any request that sets an effort, gets effort low."""
+        out = dict(body)
+        thinking = body.get("thinking")
+        kind = thinking.get("type") if isinstance(thinking, Mapping) else None
+        if kind == "enabled":
+            out["thinking"] = {"type": "disabled"}
+        output_config = body.get("output_config")
+        if output_config is None:
+            output_config = {}
+        if isinstance(output_config, Mapping) and (kind == "adaptive" or "effort" in output_config):
+            out["output_config"] = {**output_config, "effort": "low"}
+        return out
+
     def output_budget(self, body: Mapping[str, Any]) -> int | None:
         return count(body.get("max_tokens"))
 

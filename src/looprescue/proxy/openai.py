@@ -47,6 +47,7 @@ from .frames import FrameMismatch, OpenAIChunk, decode_openai_chunk
 from .history import openai_history
 from .sse import SSEEvent, format_event
 from .wire import (
+    LIGHT_EFFORTS,
     Malformed,
     Wire,
     check_messages,
@@ -215,6 +216,28 @@ class OpenAIWire(Wire):
             out["frequency_penalty"] = config.retryFrequencyPenalty
         if config.retryPresencePenalty is not None:
             out["presence_penalty"] = config.retryPresencePenalty
+        return out
+
+    def with_lighter_reasoning(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``reasoning_effort`` low where the request sets a higher one; DeepSeek-style
+        thinking switches (``thinking.type``, ``enable_thinking``, the chat template's
+        ``enable_thinking`` / ``thinking``) off where the request turned them on. A request
+        that sets none of them is left alone: a model that does not reason rejects them."""
+        out = dict(body)
+        effort = body.get("reasoning_effort")
+        if isinstance(effort, str) and effort not in LIGHT_EFFORTS:
+            out["reasoning_effort"] = "low"
+        thinking = body.get("thinking")
+        if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+            out["thinking"] = {**thinking, "type": "disabled"}
+        if body.get("enable_thinking") is True:
+            out["enable_thinking"] = False
+        template = body.get("chat_template_kwargs")
+        if isinstance(template, Mapping):
+            switches = ("enable_thinking", "thinking")
+            switched = {k: False for k in switches if template.get(k) is True}
+            if switched:
+                out["chat_template_kwargs"] = {**template, **switched}
         return out
 
     def output_budget(self, body: Mapping[str, Any]) -> int | None:

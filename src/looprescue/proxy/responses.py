@@ -58,7 +58,7 @@ from ..rescue.events import (
 from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
 from .sse import SSEEvent
-from .wire import Malformed, Wire, count, items, obj, string
+from .wire import LIGHT_EFFORTS, Malformed, Wire, count, items, obj, string
 
 ERROR_TYPE = "server_error"
 # the one field the engine sets on an item's own ``.done`` copy when it came from upstream
@@ -193,6 +193,15 @@ class ResponsesWire(Wire):
             out["reasoning"] = {**body["reasoning"], "effort": effort}
         # the Responses API has no frequency/presence penalties
         return out
+
+    def with_lighter_reasoning(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``reasoning.effort`` low where the request has a ``reasoning`` object (its effort
+        unset means medium); a request without one is left alone, as a model that does not
+        reason rejects it."""
+        reasoning = body.get("reasoning")
+        if not isinstance(reasoning, Mapping) or reasoning.get("effort") in LIGHT_EFFORTS:
+            return dict(body)
+        return {**body, "reasoning": {**reasoning, "effort": "low"}}
 
     def output_budget(self, body: Mapping[str, Any]) -> int | None:
         return count(body.get("max_output_tokens"))

@@ -7,8 +7,8 @@ A :class:`Wire` is chosen once per client request (:func:`wire_for`) and holds:
   decoding of a complete response into events;
 * the message envelope and the error body;
 * the request side (``rescue.continuation.RequestEditor``): how to add a user or an assistant
-  message and the retry overrides to a request body, how to prune loops out of its history,
-  and what a valid request body looks like.
+  message, the retry overrides and lighter reasoning to a request body, how to prune loops
+  out of its history, and what a valid request body looks like.
 
 Nothing outside a wire object branches on the protocol.
 """
@@ -120,6 +120,11 @@ class Wire(ABC):
     ) -> dict[str, Any]: ...
 
     @abstractmethod
+    def with_lighter_reasoning(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``lighter`` rung of the recovery ladder (``rescue/ladder.py``): effort low, or
+        thinking off, as the protocol spells it; never more reasoning than the body asked."""
+
+    @abstractmethod
     def output_budget(self, body: Mapping[str, Any]) -> int | None: ...
 
     @abstractmethod
@@ -161,6 +166,10 @@ def count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     return None
+
+
+# OpenAI's reasoning efforts at or below the ``lighter`` rung's low: never raised to it.
+LIGHT_EFFORTS = frozenset({"none", "minimal", "low"})
 
 
 # Indices of blocks, choices and tool calls are below this (2 ** 20).

@@ -67,6 +67,11 @@ class RequestEditor(Protocol):
         self, body: Mapping[str, Any], config: LoopRescueConfig
     ) -> Mapping[str, Any]: ...
 
+    def with_lighter_reasoning(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The request with less reasoning: effort low where it sets an effort, thinking off
+        where its only switch is on/off; unchanged where it asks for no reasoning setting."""
+        ...
+
     def output_budget(self, body: Mapping[str, Any]) -> int | None:
         """The most output tokens the request allows (None: no limit set)."""
         ...

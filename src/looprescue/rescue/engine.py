@@ -84,6 +84,7 @@ from .events import (
     Usage,
     UsageReported,
 )
+from .ladder import CUT, FAILED, FINISHED, rung_for, with_rung
 from .marker import Lang
 from .release import Released, ReleaseQueue
 from .sanitize import HistoryCache, HistoryCut, sanitize_history
@@ -146,6 +147,9 @@ class RescueStats:
     history_cuts: list[HistoryCut] = field(default_factory=list)
     # each upstream failure the engine saw: the HTTP status, else the failure's kind
     upstream_errors: list[str] = field(default_factory=list)
+    # the recovery ladder's rung of the last continuation, and how the response ended on it
+    rung: str = ""
+    rung_outcome: str = ""
 
 
 class _Attempt:
@@ -811,6 +815,8 @@ class RescueEngine:
         conversation.retry_requests_left = self.config.retryRequests
         if conversation.take_retry_request() and has_retry_overrides(self.config):
             body = self.editor.with_retry_overrides(body, self.config)
+        rung = self.stats.rung = rung_for(self.config, self.stats.rescues)
+        body = with_rung(self.editor, body, rung, self.config)
         left = tokens_left(self._budget, self._spent_tokens)
         if left is not None:
             body = self.editor.with_output_budget(body, left)
@@ -828,6 +834,7 @@ class RescueEngine:
         self.state = EngineState.RESUMING
         record = {
             "attempt": number,
+            "rung": rung,
             "channel": summary.channel,
             "phrase": summary.phrase,
             "kept_reasoning_chars": len(kept.reasoning),
@@ -862,6 +869,7 @@ class RescueEngine:
         return [
             CloseUpstream("resume failed"),
             AuditRecord("resume_failed", {"attempt": self._attempt.number, "reason": reason}),
+            *self._rung_ended(FAILED),
             EmitError(failure.kind, failure.message, failure.error_type, failure.status),
         ]
 
@@ -908,12 +916,23 @@ class RescueEngine:
             stall_min=self.config.stallMinReasoningChars,
         )
         finish = EmitFinish(reason, raw, self._final_usage(cut), extra or {})
-        return [SaveConversation(conversation.copy()), finish]
+        ended = self._rung_ended(CUT if cut else FINISHED)
+        return [*ended, SaveConversation(conversation.copy()), finish]
 
     def _end_with_error(self, failure: UpstreamFailed) -> list[EngineOutput]:
         self.state = EngineState.DONE
         self.stats.upstream_errors.append(_error_label(failure))
-        return [EmitError(failure.kind, failure.message, failure.error_type, failure.status)]
+        error = EmitError(failure.kind, failure.message, failure.error_type, failure.status)
+        return [*self._rung_ended(FAILED), error]
+
+    def _rung_ended(self, outcome: str) -> list[EngineOutput]:
+        """Which rung of the ladder the response ended on, and how (nothing without a resume)."""
+        stats = self.stats
+        if not stats.rescues:
+            return []
+        stats.rung_outcome = outcome
+        record = {"rung": stats.rung, "resumes": stats.rescues, "outcome": outcome}
+        return [AuditRecord("rung", record)]
 
 
 # The engine's transitions: per state, what each upstream event means (unbound methods, so
