@@ -52,7 +52,8 @@ MEANINGS = {
     "retryLadder": "What each continuation of one response changes, one rung per resume:"
     " `sampling` (the retry settings above), `lighter` (the same with reasoning effort low, or"
     " thinking off where the request's only switch is on/off), `model` (the same on"
-    " `retryModel`). Past the last rung a resume stays on it. In that order, each at most once.",
+    " `retryModel`). Past the last rung a resume stays on it. In that order, each at most once"
+    " ([rescue.md](rescue.md#the-recovery-ladder)).",
     "retryModel": "The model the `model` rung of `retryLadder` sends continuations to (unset:"
     " no such rung; set it and list the rung together).",
     "resumeTimeoutMs": "How long the proxy waits for a continuation's first byte before it ends"
