@@ -5,8 +5,8 @@ every 25 ms of virtual time: 120 chars/s, a typical streaming rate. A char's add
 time from its delta's arrival to the engine releasing it; nothing sleeps.
 
 * Healthy text: the records labelled ``normal`` of ``corpus/healthy.jsonl`` (real long answers
-  of models), of ``corpus/smollm2.jsonl``, and of the shared dev corpus where it is present
-  (measured, never required; its reasoning records are the only reasoning traces here).
+  and reasoning traces of models), of ``corpus/smollm2.jsonl``, and of the shared dev corpus
+  where it is present (measured, never required).
 * Loops: the records labelled ``loop`` of ``corpus/smollm2.jsonl`` and of the dev corpus. Each
   is fed until the engine cuts it; ``leaked`` is the engine's own ``leaked_loop_chars``: loop
   text past the prune point (past the one copy a periodic loop may keep, any of a pool) that

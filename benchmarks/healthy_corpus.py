@@ -1,10 +1,13 @@
-"""Build ``corpus/healthy.jsonl``: real, healthy model answers from two Apache-2.0 repositories.
+"""Build ``corpus/healthy.jsonl``: real, healthy model answers and reasoning traces from three
+Apache-2.0 repositories.
 
-    python -m benchmarks.healthy_corpus ALPACA_EVAL_GIT CHINESE_ALPACA_2_GIT > corpus/healthy.jsonl
+    python -m benchmarks.healthy_corpus ALPACA_EVAL_GIT CHINESE_ALPACA_2_GIT SKYTHOUGHT_GIT \
+        > corpus/healthy.jsonl
 
 Each argument is a git directory (a clone's ``.git``, or a bare mirror) of
-tatsu-lab/alpaca_eval and ymcui/Chinese-LLaMA-Alpaca-2; files are read at the commits pinned
-below, so the output is the same on every run. The selection is mechanical (see the corpus
+tatsu-lab/alpaca_eval, ymcui/Chinese-LLaMA-Alpaca-2 and NovaSky-AI/SkyThought (with its
+history: the traces were removed from its tip); files are read at the commits pinned below, so
+the output is the same on every run. The selection is mechanical (see the corpus
 README): nothing in a text is edited but the table escapes of the Chinese answers.
 """
 
@@ -17,6 +20,13 @@ import sys
 
 ALPACA_EVAL = ("tatsu-lab/alpaca_eval", "cd543a149df89434d8a54582c0151c0b945c3d20")
 CHINESE_ALPACA = ("ymcui/Chinese-LLaMA-Alpaca-2", "2a334d1634c857a7f02f885026d02ac4b469479d")
+SKYTHOUGHT = ("NovaSky-AI/SkyThought", "6b8f472f532610e1acd0e498b4534831e54a7b6a")
+# Sky-T1-32B's AIME 2024 answers, each a long reasoning trace then a solution
+SKY_PATH = (
+    "skythought/Qwen2.5-Math/evaluation/outputs/icml_models/Sky-T1-math-correct-5K-32B-ckpts/"
+    "checkpoint-140/aime24_eval/aime24/test_Sky-T1_-1_seed0_t0.0_s0_e-1.jsonl"
+)
+THOUGHT = re.compile(r"<\|begin_of_thought\|>\n*(.*?)\s*<\|end_of_thought\|>", re.S)
 # long markdown answers of these models, the first PER_MODEL in the evaluation set's order
 MODELS = (
     "gpt-4o-2024-05-13",
@@ -101,9 +111,43 @@ def chinese_alpaca(git_dir: str) -> list[dict]:
     return records
 
 
+def sky_t1(git_dir: str) -> list[dict]:
+    """The reasoning of the traces that solved their problem and that the detector flags on
+    neither channel (the others are unfinished or unread: not labelled here)."""
+    from looprescue.detect import scan_text
+
+    repo, commit = SKYTHOUGHT
+    records = []
+    for line in _show(git_dir, commit, SKY_PATH).splitlines():
+        item = json.loads(line)
+        match = THOUGHT.search(item["code"][0])
+        if item["score"] != [True] or match is None:
+            continue
+        text = match.group(1)
+        if scan_text(text, "reasoning") or scan_text(text, "text"):
+            continue
+        records.append(
+            {
+                "id": f"sky-t1-aime24-{item['idx']}",
+                "label": "normal",
+                "channel": "reasoning",
+                "lang": "en",
+                "kind": None,
+                "onset": None,
+                "source": f"{repo}@{commit[:12]} {SKY_PATH} idx {item['idx']} (Sky-T1-32B)",
+                "licence": "Apache-2.0 (the repository's licence)",
+                "note": "the reasoning (between its thought markers) of a solved AIME problem",
+                "prompt": item["question"],
+                "text": text,
+            }
+        )
+    return records
+
+
 def main(argv: list[str]) -> int:
-    alpaca_git, chinese_git = argv
-    for record in alpaca_eval(alpaca_git) + chinese_alpaca(chinese_git):
+    alpaca_git, chinese_git, sky_git = argv
+    records = alpaca_eval(alpaca_git) + chinese_alpaca(chinese_git) + sky_t1(sky_git)
+    for record in records:
         print(json.dumps(record, ensure_ascii=False))
     return 0
 
