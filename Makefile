@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test bench lint docs clean e2e
+.PHONY: demo test bench lint docs clean e2e e2e-clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ bench: $(STAMP)
 e2e: $(STAMP)
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
 
+# Real agent CLIs (Claude Code, Codex, opencode, Qwen Code, installed from npm into .clients/)
+# headless through the proxy, against a scripted model, in a network namespace (needs root);
+# not part of `test`. CLIENTS_ARGS passes flags on, e.g. CLIENTS_ARGS="--clients claude".
+e2e-clients: $(STAMP)
+	$(BIN)/python -m e2e.clients $(CLIENTS_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docgen e2e setup.py build_backend
 	$(BIN)/ruff format --check src tests benchmarks docgen e2e setup.py build_backend
@@ -54,5 +60,5 @@ docs: $(STAMP)
 	$(BIN)/python -m docgen
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .clients
 	find src -name '*.so' -delete

@@ -1,0 +1,1 @@
+"""Real agent CLIs (Claude Code, Codex, opencode, Qwen Code) through the proxy."""
