@@ -354,3 +354,32 @@ def test_the_cli_serves_on_a_unix_socket(upstream: ScriptedUpstream, tmp_path: P
     assert health.status_code == 200 and models.status_code == 200
     assert process.returncode == 0, stderr
     assert f"unix:{path}".encode() in stderr
+
+
+def test_a_client_that_reads_nothing_is_dropped(upstream: ScriptedUpstream) -> None:
+    """Its socket fills, the proxy waits for it for the send timeout, then disconnects it:
+    the response it never read stays incomplete."""
+    upstream.enqueue(ScriptedResponse(text=healthy_text(100_000), delta_chars=(2000, 2000)))
+    body = json.dumps(MESSAGES).encode()
+    request = (
+        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    limits = Limits(send_timeout=0.3)
+    with NativeProxy(upstream.base_url, send_buffer=4096, limits=limits) as proxy:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", proxy.port))
+        sock.sendall(request)  # and no read until the proxy gave up
+        deadline = time.monotonic() + 20
+        while not proxy.server.connections and time.monotonic() < deadline:
+            time.sleep(0.01)  # accepted
+        while proxy.server.connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dropped = not proxy.server.connections
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            received = read_to_close(sock)
+        sock.close()
+    assert dropped
+    assert b"message_stop" not in received  # whatever of the response it still had

@@ -387,6 +387,7 @@ class HttpConnection(asyncio.Protocol):
         self._in_message = False
         self._in_head = False
         self._refused: _Refused | None = None
+        self._discarding = False
         # the request being parsed
         self._url: list[bytes] = []
         self._headers: list[tuple[bytes, bytes]] = []
@@ -409,7 +410,7 @@ class HttpConnection(asyncio.Protocol):
             server.refused += 1
             transport.write(_plain(503, "Too many connections.", b"retry-after: 1\r\n"))  # type: ignore[attr-defined]
             transport.close()
-            self.lost = self.closing = True
+            self.lost = self.closing = self._discarding = True
             return
         self._server_addr = _address(transport.get_extra_info("sockname"))
         self._client_addr = _address(transport.get_extra_info("peername"))
@@ -417,8 +418,8 @@ class HttpConnection(asyncio.Protocol):
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return  # answered and closing: what else comes is not read
+        if self._discarding:
+            return  # refused and closing: what else comes is not read
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -575,6 +576,7 @@ class HttpConnection(asyncio.Protocol):
             refused.reason,
         )
         self._in_message = self._in_head = False
+        self._discarding = True
         self._url, self._headers, self._body = [], [], []
         self._pending.clear()
         if self._current is None:
