@@ -1,4 +1,5 @@
-"""Soak: 200 concurrent streams through ``looprescue proxy`` for 60 s, healthy and not.
+"""Soak: 200 concurrent streams through ``looprescue proxy`` for 60 s, healthy and not; then
+2,000 idle connections and a slowloris run against the same process.
 
 Each of 200 client slots runs streams back to back until the time is up, cycling through:
 healthy answers, reasoning loops (cut and resumed into the same response), HTTP 503s, a
@@ -6,19 +7,29 @@ connection cut mid-stream, a stall past the proxy's idle limit, and clients that
 halfway. Every outcome is checked against what the client must get. Printed: unexpected
 outcomes (must be 0), tasks and busy upstream connections left in the proxy once the traffic
 stopped (0 and 0), its RSS at the start and at the end, and loops rescued out of loops sent.
+
+The abuse row: 2,000 connections that send nothing (twice the proxy's ``maxConnections``)
+and 200 that trickle a request head one byte a second (slowloris), while 20 clients stream
+healthy answers back to back for ``ABUSE_S``. Printed: healthy streams answered in full out of
+those sent (all must be), how the proxy ended the idle connections (closed for a newcomer or
+at the keep-alive timeout) and the slow heads (408 at the header timeout), and its RSS before,
+at the peak and after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 
 from benchmarks.bench_proxy import bench_text
 from benchmarks.proxy_fixtures import (
+    Child,
     anthropic_frames,
     post_stream,
     soak_proxy_process,
@@ -207,9 +218,108 @@ def main() -> None:
             f"loops rescued: {left['rescues'] - before['rescues']} of {loops} sent "
             f"(leaked loop chars: {left['leaked_loop_chars']})"
         )
+        report_abuse(proxy)
     finally:
         proxy.close()
         upstream.close()
+
+
+ABUSE_S = 15.0
+IDLE_CONNECTIONS = 2000
+SLOW_HEADS = 200
+HEALTHY_CLIENTS = 20
+
+
+async def abuse(port: int, sample: Callable[[], None]) -> dict[str, int]:
+    """Idle connections and slow heads held open while healthy streams run; what became of
+    each (see the module's docstring)."""
+    counts: Counter = Counter()
+    deadline = time.monotonic() + ABUSE_S
+
+    async def idle() -> None:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            counts["idle refused at connect"] += 1
+            return
+        try:
+            data = await asyncio.wait_for(reader.read(4096), ABUSE_S + 5)
+            counts["idle closed" if not data else f"idle answered {data[9:12].decode()}"] += 1
+        except (asyncio.TimeoutError, ConnectionError):
+            counts["idle still open"] += 1
+        writer.close()
+
+    async def slow_head() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        head = b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n" + b"x-slow: " + b"a" * 60
+        try:
+            for byte in head:
+                writer.write(bytes([byte]))
+                try:
+                    data = await asyncio.wait_for(reader.read(4096), 1.0)
+                except asyncio.TimeoutError:
+                    continue
+                counts[f"slow head answered {data[9:12].decode()}" if data else "slow closed"] += 1
+                return
+            counts["slow head still open"] += 1
+        except ConnectionError:
+            counts["slow head reset"] += 1
+        finally:
+            writer.close()
+
+    async def healthy_client(number: int) -> None:
+        turn = 0
+        while time.monotonic() < deadline:
+            turn += 1
+            headers = {
+                "x-api-key": "k",
+                "x-bench-scenario": "healthy",
+                "x-looprescue-session": f"abuse-{number}-{turn}",
+            }
+            counts["healthy sent"] += 1
+            try:
+                outcome = await asyncio.wait_for(
+                    post_stream(port, "/v1/messages", REQUEST, headers), STREAM_TIMEOUT_S
+                )
+            except asyncio.TimeoutError:
+                continue
+            if judge("healthy", outcome.status, outcome.body, outcome.error) is None:
+                counts["healthy ok"] += 1
+
+    async def sampler() -> None:
+        while time.monotonic() < deadline + 5:
+            sample()
+            await asyncio.sleep(1.0)
+
+    idlers = [asyncio.ensure_future(idle()) for _ in range(IDLE_CONNECTIONS)]
+    slow = [asyncio.ensure_future(slow_head()) for _ in range(SLOW_HEADS)]
+    await asyncio.sleep(1.0)  # all of them held before the healthy traffic starts
+    await asyncio.gather(
+        sampler(), *(healthy_client(n) for n in range(HEALTHY_CLIENTS)), *idlers, *slow
+    )
+    return dict(counts)
+
+
+def report_abuse(proxy: Child) -> None:
+    # the bench holds 2,200 sockets of its own
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    rss_before = proxy.rss()
+    peak = [rss_before]
+    counts = asyncio.run(abuse(proxy.port, lambda: peak.append(proxy.rss())))
+    time.sleep(3.5)
+    rss_after = proxy.rss()
+    ended = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()) if not k.startswith("healthy"))
+    print(
+        f"abuse for {ABUSE_S:.0f} s ({IDLE_CONNECTIONS} idle connections, {SLOW_HEADS} slow "
+        f"heads, {HEALTHY_CLIENTS} healthy clients): healthy streams answered in full "
+        f"{counts.get('healthy ok', 0)} of {counts.get('healthy sent', 0)}; {ended}"
+    )
+    print(
+        f"proxy RSS under abuse: {rss_before / 1024:.1f} MiB before, {max(peak) / 1024:.1f} "
+        f"MiB at the peak, {rss_after / 1024:.1f} MiB after"
+    )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 async def soak_warmup(port: int) -> None:
