@@ -142,3 +142,25 @@ def test_chinese_sentences_as_wide_as_english_ones_are_no_short_phrases():
         hit = stream(case.text, "reasoning", sizes=(5,))
         assert hit is not None and hit.rule != "pool"
         assert case.first_copy_end <= hit.prune_offset <= case.second_copy
+
+
+def test_a_marker_line_with_changing_punctuation_is_cut_within_300_wide():
+    # one phrase, its end mark changing: no period, and 20-odd chars a copy would take the
+    # window 23 copies; the batch judged alone fires once it fills poolMinChars
+    rng = random.Random(4)
+    for marker in ("[END OF ANSWER]", "**最终答案**"):
+        lines = "".join(
+            marker + rng.choice(["", ".", "!", "。", "：", "..."]) + "\n" for _ in range(60)
+        )
+        hit = stream(LEAD + lines, "text", sizes=(3,))
+        assert hit is not None and hit.rule == "pool" and hit.prune_offset == len(LEAD)
+        assert hit.fired_at - len(LEAD) <= 400
+
+
+def test_a_block_of_sentences_said_again_is_no_young_batch():
+    # four short sentences in a fixed order, said again and again: a cycle's, which keeps
+    # one copy (a batch judged alone is one to three phrases)
+    block = "Open the file. Read the header. Check the size. Close it.\n"
+    hit = stream(LEAD + block * 12, "reasoning", sizes=(3,))
+    assert hit is not None and hit.rule == "cycle"
+    assert hit.prune_offset in (len(LEAD), len(LEAD) + len(block))

@@ -575,6 +575,21 @@ def overrun(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+def marker_lines(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A marker line re-emitted again and again, its punctuation changing."""
+    marker = {
+        "zh": rng.choice(["**最终答案**", "【回答结束】", "以上就是全部内容"]),
+        "en": rng.choice(["[END OF ANSWER]", "**Final answer**", "That is all"]),
+        "mixed": rng.choice(["**Final answer 最终答案**", "【END】回答结束"]),
+    }[lang]
+    ends = ["", ".", "!", "。", "：", " -", "...", "!!"]
+    gap = "\n\n" if sep == "blank" else "\n"
+    lines = [marker + rng.choice(ends) + gap for _ in range(80)]
+    return _loop_case(
+        "marker_lines", rng, lang, channel, "".join(lines), len(lines[0]), width(lines[0])
+    )
+
+
 LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "pool": pool,
     "rotation": rotation,
@@ -588,6 +603,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "code_lines": code_lines,
     "table_rows": table_rows,
     "overrun": overrun,
+    "marker_lines": marker_lines,
 }
 
 

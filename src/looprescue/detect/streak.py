@@ -133,6 +133,15 @@ class UnitRun:
         best = sum(heapq.nlargest(self._max_members, counts.values()))
         return best >= self._coverage * len(self._units)
 
+    def recurring_share(self) -> tuple[int, int, int]:
+        """Units of the run whose key recurs in it, all units, and how many keys recur."""
+        covered = phrases = 0
+        for n in self._counts.values():
+            if n >= 2:
+                covered += n
+                phrases += 1
+        return covered, len(self._units), phrases
+
     def recurring(self) -> set[str]:
         """The keys that occur twice or more in the run."""
         return {key for key, n in self._counts.items() if n >= 2}

@@ -56,6 +56,11 @@ HOLD_CHARS: Final = 20
 # An unfinished sentence whose phrase is this long can no longer turn out a held phrase: it is
 # not asked again until the next sentence begins.
 FREE_AFTER: Final = HOLD_CHARS + 24
+# Units a batch judged alone holds at least (see PoolRule._young_batch): as many copies as a
+# cycle of a short unit needs (cycleShortRepeats).
+YOUNG_BATCH_UNITS: Final = 10
+YOUNG_BATCH_COPIES: Final = 3
+YOUNG_BATCH_PHRASES: Final = 3
 # Recent long sentences remembered to tell a repeated one from a new one.
 LONG_MEMORY: Final = 64
 # Sentences whose phrase is remembered: a pool repeats a handful of them hundreds of times, and
@@ -79,6 +84,7 @@ class PoolRule:
         self._channel = channel
         self._window_size: int = cfg.poolWindow
         self._need: float = cfg.poolMinCoverage * cfg.poolWindow
+        self._coverage: float = cfg.poolMinCoverage
         self._max_phrases: int = cfg.poolMaxPhrases
         self._min_distinct: int = cfg.poolMinDistinct
         self._min_chars: int = cfg.poolMinChars
@@ -206,6 +212,34 @@ class PoolRule:
                 onset = streak
             if onset is not None and self._wide(onset, end) >= self._min_chars:
                 return self._hit(onset, end, members)
+        elif key is not None:
+            return self._young_batch(end)
+        return None
+
+    def _young_batch(self, end: int) -> Hit | None:
+        """A batch that fills ``poolMinChars`` before the window is mostly its own: a marker
+        line said again and again with its punctuation changing (``**Final answer**.``,
+        ``**Final answer**!``) is 20-odd chars a copy, and the window would take 23 of them.
+        The batch is judged alone, from its start, as the window would be: at least
+        ``YOUNG_BATCH_UNITS`` units, ``poolMinCoverage`` of them recurring, a handful of
+        phrases (``YOUNG_BATCH_PHRASES``) said ``YOUNG_BATCH_COPIES`` times each on average. A
+        block of several sentences said again and again is a cycle's to judge, which keeps its
+        first copy, and a larger pool fills the window soon enough."""
+        held = self._run.hold_from()
+        if held is None or self._wide(held, end) < self._min_chars:
+            return None
+        covered, units, phrases = self._run.recurring_share()
+        if (
+            units < YOUNG_BATCH_UNITS
+            or covered < self._coverage * units
+            or covered < YOUNG_BATCH_COPIES * phrases
+            or not self._min_distinct <= phrases <= min(self._max_phrases, YOUNG_BATCH_PHRASES)
+        ):
+            return None
+        members = self._run.recurring()
+        onset = self._run.onset(members)
+        if onset is not None and self._wide(onset, end) >= self._min_chars:
+            return self._hit(onset, end, members)
         return None
 
     def batch_onset(self) -> int | None:
