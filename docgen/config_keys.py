@@ -212,4 +212,7 @@ MEANINGS = {
     " line per detection, cut and resume (rule, chars, conversation) and per refused request.",
     "proxy.logFormat": "`text` lines, or `json`: one object per line with the event's fields"
     " as keys (`--log-format`).",
+    "proxy.accessLog": "One INFO line per request served: client, method, target (cut to 120"
+    " chars), status, milliseconds and how it ended (`complete`, `client gone`, `broken`)"
+    " (`--access-log`).",
 }

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.scripted_upstream import ScriptedResponse, ScriptedUpstream, corpus_response
 from tests.test_proxy_faults import reasoning_loop
 from tests.test_proxy_http import CONTINUATION, ProxyServer
+from tests.test_proxy_server import NativeProxy
 from typer.testing import CliRunner
 
 from looprescue import __version__
@@ -29,6 +30,7 @@ from looprescue.cli import app
 from looprescue.config import load_config
 from looprescue.logsetup import configure
 from looprescue.proxy.audit import AuditLog
+from looprescue.proxy.server import Limits
 
 
 def test_each_detection_cut_and_resume_is_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
@@ -204,3 +206,20 @@ def test_text_log_lines_are_never_wrapped() -> None:
         configure("warning", "text")
     (line,) = stream.getvalue().splitlines()
     assert line.endswith("x" * 200) and " INFO looprescue.proxy: " in line
+
+
+def test_the_access_log_has_one_line_per_request(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="looprescue.access")
+    with ScriptedUpstream() as upstream:
+        limits = Limits(access_log=True, keepalive=1.0, graceful=1.0)
+        with NativeProxy(upstream.base_url, limits=limits) as proxy:
+            models = httpx.get(proxy.base_url + "/v1/models?x=" + "q" * 300)
+            health = httpx.get(proxy.base_url + "/healthz")
+    assert models.status_code == 200 and health.status_code == 200
+    lines = [r for r in caplog.records if r.name == "looprescue.access"]
+    assert len(lines) == 2
+    first, second = (r.getMessage() for r in lines)
+    assert '"GET /v1/models?x=qqq' in first and first.endswith(" complete")
+    assert "…" in first and len(first) < 250  # the target cut short
+    assert '"GET /healthz" 200 ' in second
+    assert lines[0].fields["status"] == 200  # type: ignore[attr-defined]

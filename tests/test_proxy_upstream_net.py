@@ -253,15 +253,6 @@ def make_certificate(folder: Path, name: str, san: str) -> tuple[str, str]:
     return str(cert), str(key)
 
 
-def ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6) as probe:
-            probe.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 async def recording_server(host: str, heads: list[bytes], gate: asyncio.Event | None = None):
     """Answers each request with a small sized body, keeping the connection; records heads."""
     accepted: list[int] = []
@@ -284,7 +275,6 @@ async def recording_server(host: str, heads: list[bytes], gate: asyncio.Event | 
     return server, accepted
 
 
-@pytest.mark.skipif(not ipv6_loopback(), reason="this machine has no IPv6 loopback")
 def test_an_ipv6_upstream_gets_a_bracketed_host() -> None:
     async def scenario() -> bytes:
         heads: list[bytes] = []

@@ -197,6 +197,8 @@ class ProxyConfig(_Strict):
     # the proxy's log lines on stderr: the least level shown, and text or JSON lines
     logLevel: Literal["debug", "info", "warning", "error"] = "info"
     logFormat: Literal["text", "json"] = "text"
+    # one INFO line per request served (looprescue.access)
+    accessLog: bool = False
 
 
 class ModelPrice(_Strict):

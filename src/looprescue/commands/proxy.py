@@ -43,13 +43,18 @@ FLAG_KEYS = {
     "uds": "proxy.uds",
     "log_level": "proxy.logLevel",
     "log_format": "proxy.logFormat",
+    "access_log_lines": "proxy.accessLog",
 }
 CONFIG_ENV = "LOOPRESCUE_CONFIG"
 SET_ENV = "LOOPRESCUE_SET"
 
 
 def env_name(flag: str) -> str:
-    return "LOOPRESCUE_" + flag.upper()
+    return "LOOPRESCUE_" + _FLAG_NAMES.get(flag, flag).upper()
+
+
+# a flag whose parameter is named apart from it (``--access-log`` is not ``--audit-log``)
+_FLAG_NAMES = {"access_log_lines": "access_log"}
 
 
 def discover_config(given: Path | None) -> Path | None:
@@ -94,7 +99,8 @@ def resolve(
             continue
         key = FLAG_KEYS[flag]
         overrides[key] = str(value) if isinstance(value, Path) else value
-        sources[key] = (flag_sources or {}).get(flag) or "--" + flag.replace("_", "-")
+        name = _FLAG_NAMES.get(flag, flag)
+        sources[key] = (flag_sources or {}).get(flag) or "--" + name.replace("_", "-")
     cfg = load_config(path, overrides)
     if path is not None:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -359,6 +365,12 @@ def proxy_command(
         envvar=env_name("log_format"),
         help="Log lines as text (default) or one JSON object per line.",
     ),
+    access_log_lines: bool | None = typer.Option(
+        None,
+        "--access-log/--no-access-log",
+        envvar="LOOPRESCUE_ACCESS_LOG",
+        help="One log line per request served (default: off).",
+    ),
     settings: list[str] | None = typer.Option(
         None, "--set", metavar="KEY=VALUE", envvar=SET_ENV, help=SET_HELP
     ),
@@ -396,6 +408,7 @@ def proxy_command(
         "uds": uds,
         "log_level": log_level,
         "log_format": log_format,
+        "access_log_lines": access_log_lines,
     }
     try:
         cfg = resolve(config, flags, settings, flag_sources(ctx, flags)).config

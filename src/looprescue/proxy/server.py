@@ -45,6 +45,7 @@ from ..config import ProxyConfig
 from .reply import REPLY_EXTENSION, Headers, header_pairs, until_gone
 
 log = logging.getLogger("looprescue.proxy")
+access = logging.getLogger("looprescue.access")
 
 # Requests a client may pipeline behind the one being answered before its reads pause.
 MAX_PIPELINED = 16
@@ -77,6 +78,7 @@ class Limits:
     max_body_bytes: int = 32 << 20
     max_connections: int = 1000
     graceful: float = 30.0
+    access_log: bool = False
 
     @classmethod
     def from_config(cls, config: ProxyConfig) -> Limits:
@@ -90,6 +92,7 @@ class Limits:
             max_body_bytes=config.maxBodyBytes,
             max_connections=config.maxConnections,
             graceful=config.shutdownGraceMs / 1000,
+            access_log=config.accessLog,
         )
 
 
@@ -194,6 +197,7 @@ class Response:
         "gone",
         "keep_alive",
         "started",
+        "status",
     )
 
     def __init__(self, conn: HttpConnection, request: _Request) -> None:
@@ -204,6 +208,7 @@ class Response:
         self._body_sent = False
         self._length: int | None = None  # bytes the head announced still to come
         self.started = False
+        self.status = 0  # none sent yet
         self.complete = False
         self.chunked = False
         self.gone = False
@@ -284,6 +289,7 @@ class Response:
         if self.started:
             raise RuntimeError("the response already started")
         self.started = True
+        self.status = status
         lines = [_status_line(status)]
         length: int | None = None
         dated = False
@@ -634,6 +640,37 @@ class HttpConnection(asyncio.Protocol):
         self._task = asyncio.get_running_loop().create_task(self._run(request, response))
 
     async def _run(self, request: _Request, response: Response) -> None:
+        if not self.limits.access_log:
+            await self._answer(request, response)
+            return
+        started = self.server.loop_time()
+        try:
+            await self._answer(request, response)
+        finally:
+            self._log_access(request, response, started)
+
+    def _log_access(self, request: _Request, response: Response, started: float) -> None:
+        if response.complete:
+            outcome = "complete"
+        elif response.gone:
+            outcome = "client gone"
+        else:
+            outcome = "broken"
+        fields = {
+            "client": _peer(self._client_addr),
+            "method": request.method,
+            "target": _short(request.url),
+            "status": response.status,
+            "ms": int((self.server.loop_time() - started) * 1000),
+            "outcome": outcome,
+        }
+        access.info(
+            '%(client)s "%(method)s %(target)s" %(status)d %(ms)d ms %(outcome)s',
+            fields,
+            extra={"event": "request", "fields": fields},
+        )
+
+    async def _answer(self, request: _Request, response: Response) -> None:
         try:
             scope = self._scope(request, response)
         except _Refused as refused:
