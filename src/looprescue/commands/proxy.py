@@ -417,6 +417,11 @@ def proxy_command(
 
         # checked without building the app: a worker builds its own, metrics included
         check_upstream_url(cfg.proxy.upstream or "")
+        if cfg.proxy.workers > 1 and not hasattr(os, "fork"):
+            raise ConfigError(
+                "proxy.workers: more than 1 needs fork(), which this platform lacks; run one "
+                "proxy per port instead"
+            )
     except (ConfigError, ValueError) as exc:
         err.print("[red]error:[/red]", escape(str(exc)))
         raise typer.Exit(2) from None
