@@ -264,3 +264,11 @@ def test_eval_on_the_repos_corpus_exits_zero_when_every_record_is_judged_right()
     strict = looprescue("eval", str(SMOLLM2), "--strict")
     beyond = "with loop text beyond one copy" in result.stderr
     assert strict.returncode == (1 if beyond else 0)
+
+
+def test_doctor_tables_fit_80_columns(data):
+    code, screen = on_terminal("doctor", "--data", str(data), columns=80)
+    assert code == 1
+    lines = [ANSI.sub("", line) for line in re.split(r"[\r\n]", screen)]
+    assert any("repeat:bash" in line for line in lines)
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
