@@ -16,6 +16,7 @@ from looprescue.commands.common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     SET_HELP,
+    crash_line,
     data_option,
     emit,
     note,
@@ -99,6 +100,9 @@ def report_command(
                 raise
             except Exception as exc:
                 report_crash(exc, path)
+                if json_output:
+                    record = {"kind": "error", "path": str(path), "bug": True}
+                    emit(orjson.dumps({**record, "message": crash_line(exc, path)}).decode())
                 reports.append(SessionReport(str(path), error="internal error (see stderr)"))
                 codes.append(EXIT_BUG)
             progress.advance(task)
