@@ -29,6 +29,7 @@ checklist that is said once, and a pool that a long new sentence ends before it 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from typing import Final
 
@@ -105,9 +106,12 @@ class PoolRule:
         # is a width (a CJK char counted as two, ``shape.text_width``), as the detector's
         # other bounds are, so a pool of Chinese phrases fires after as much text as an
         # English one.
+        # Noted only where a sentence has CJK chars (English text notes nothing): the starts
+        # of such sentences and the count up to and including each.
         self._width = 0
-        self._width_at: dict[int, int] = {}
-        self._width_order: deque[int] = deque()
+        self._width_starts: list[int] = []
+        self._width_base = 0  # the count before the oldest start kept
+        self._width_counts: list[int] = []
         self._width_keep = pool_horizon(cfg) + cfg.poolWindow
 
     def _dec(self, phrase: str) -> None:
@@ -124,21 +128,26 @@ class PoolRule:
 
     def _note_width(self, start: int, wide: int) -> None:
         """Note a sentence from ``start`` with ``wide`` CJK chars (counted once more)."""
-        self._width_at[start] = self._width
-        self._width_order.append(start)
-        if len(self._width_order) > self._width_keep:
-            del self._width_at[self._width_order.popleft()]
-        self._width += wide
+        if wide:
+            self._width += wide
+            starts = self._width_starts
+            starts.append(start)
+            self._width_counts.append(self._width)
+            if len(starts) > 2 * self._width_keep:
+                # an onset is never older than the run's horizon: the older half goes
+                self._width_base = self._width_counts[self._width_keep - 1]
+                del starts[: self._width_keep]
+                del self._width_counts[: self._width_keep]
 
     def _wide(self, onset: int, end: int) -> int:
         """The width of the text from a recent sentence start ``onset`` to ``end``."""
-        at = self._width_at.get(onset)
-        return end - onset + (0 if at is None else self._width - at)
+        before = bisect_left(self._width_starts, onset)  # CJK sentences that start earlier
+        counted = self._width_counts[before - 1] if before else self._width_base
+        return end - onset + self._width - counted
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
         if sentence is LONG_SENTENCE:
             phrase, phrase_width = "", 0
-            self._note_width(start, 0)
         else:
             known = self._phrase_of.get(sentence)
             if known is None:
