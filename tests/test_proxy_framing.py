@@ -205,16 +205,18 @@ def requests(draw: st.DrawFn) -> bytes:
     elif framing == "chunked":
         fields.append(("Transfer-Encoding", "chunked"))
         sizes = draw(st.lists(st.integers(1, 16), max_size=6))
+        extension = draw(st.sampled_from([b"", b";x=1", b";y"]))  # ignored by both
+        trailer = draw(st.sampled_from([b"", b"X-Trailer: v\r\n"]))
         pieces, at = [], 0
         for size in sizes:
             if at >= len(body):
                 break
             piece = body[at : at + size]
-            pieces.append(b"%x\r\n%s\r\n" % (len(piece), piece))
+            pieces.append(b"%x%s\r\n%s\r\n" % (len(piece), extension, piece))
             at += size
         if at < len(body):
             pieces.append(b"%x\r\n%s\r\n" % (len(body) - at, body[at:]))
-        encoded = b"".join(pieces) + b"0\r\n\r\n"
+        encoded = b"".join(pieces) + b"0\r\n" + trailer + b"\r\n"
     target = path + (f"?{query}" if query else "")
     head = f"{method} {target} HTTP/{version}\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in fields) + "\r\n"

@@ -383,3 +383,17 @@ def test_a_client_that_reads_nothing_is_dropped(upstream: ScriptedUpstream) -> N
         sock.close()
     assert dropped
     assert b"message_stop" not in received  # whatever of the response it still had
+
+
+def test_an_http_1_0_client_keeps_its_connection_only_when_it_asks(
+    upstream: ScriptedUpstream,
+) -> None:
+    with NativeProxy(upstream.base_url) as proxy, connect(proxy) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.0\r\nconnection: keep-alive\r\n\r\n")
+        first = b""
+        while b"}" not in first:  # the JSON body, sized
+            first += sock.recv(65536)
+        sock.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")  # no Host: HTTP/1.0 needs none
+        second = read_to_close(sock)
+    assert status(first) == 200 and b"connection: keep-alive" in first
+    assert status(second) == 200 and b"connection: close" in second

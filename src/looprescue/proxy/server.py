@@ -490,6 +490,13 @@ class HttpConnection(asyncio.Protocol):
             self._stop(_Refused(414, f"URL over {self.limits.max_header_bytes} bytes"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._in_head:
+            # a trailer field of a chunked body: never merged into the header section (RFC
+            # 9110 §6.5.1); the request goes upstream with a length, so it is dropped
+            self._body_bytes += len(name) + len(value) + 4
+            if self._body_bytes > self.limits.max_body_bytes:
+                self._stop(_Refused(413, f"body over {self.limits.max_body_bytes} bytes"))
+            return
         if value and value[-1] in (32, 9):
             value = value.rstrip(b" \t")  # RFC 9110 §5.5: trailing whitespace is no part of it
         self._headers.append((name.lower(), value))
