@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from looprescue import __version__
 from looprescue.cli import app
 from looprescue.config import load_config
-from looprescue.logsetup import configure
+from looprescue.logsetup import configure, reset
 from looprescue.proxy.audit import AuditLog
 from looprescue.proxy.server import Limits
 
@@ -63,7 +63,7 @@ def test_json_log_lines_carry_the_events_fields(capsys: pytest.CaptureFixture[st
         audit.write("cut", {"rule": "cycle", "loop_text": "x" * 50}, {"conversation": "c1"})
         logging.getLogger("looprescue.proxy").debug("not shown at info")
     finally:
-        configure("warning", "text")
+        reset()
     (line,) = capsys.readouterr().err.splitlines()
     record = json.loads(line)
     assert record["event"] == "cut" and record["rule"] == "cycle"
@@ -203,7 +203,7 @@ def test_text_log_lines_are_never_wrapped() -> None:
     try:
         logging.getLogger("looprescue.proxy").info("x" * 200)
     finally:
-        configure("warning", "text")
+        reset()
     (line,) = stream.getvalue().splitlines()
     assert line.endswith("x" * 200) and " INFO looprescue.proxy: " in line
 

@@ -54,15 +54,30 @@ class JsonFormatter(_UtcFormatter):
         return orjson.dumps(line, default=str).decode()
 
 
+_installed: list[logging.Handler] = []
+
+
 def configure(level: str = "info", fmt: str = "text") -> None:
-    """Send looprescue's log records at ``level`` and above to stderr in ``fmt``."""
+    """Send looprescue's log records at ``level`` and above to stderr in ``fmt`` (again:
+    the earlier setting is replaced)."""
+    reset()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logger = logging.getLogger("looprescue")
-    for old in list(logger.handlers):
-        logger.removeHandler(old)
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
     # asyncio reports what escapes a callback; it should read like the rest
     logging.getLogger("asyncio").addHandler(handler)
+    _installed.append(handler)
+
+
+def reset() -> None:
+    """Undo :func:`configure`: looprescue's records go to the root logger's handlers again."""
+    logger = logging.getLogger("looprescue")
+    while _installed:
+        handler = _installed.pop()
+        logger.removeHandler(handler)
+        logging.getLogger("asyncio").removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
