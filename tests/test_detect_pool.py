@@ -164,3 +164,14 @@ def test_a_block_of_sentences_said_again_is_no_young_batch():
     hit = stream(LEAD + block * 12, "reasoning", sizes=(3,))
     assert hit is not None and hit.rule == "cycle"
     assert hit.prune_offset in (len(LEAD), len(LEAD) + len(block))
+
+
+def test_a_long_sentence_said_again_that_opened_the_batch_is_cut_with_it():
+    # paragraphs whose first sentence is long and the rest short phrases, said again: the
+    # long one ended the run when it was new, but the loop says it again, so it opened it
+    case = loopgen.make("alternating", 3, "mixed", "blank", "reasoning")
+    hit = stream(case.text, "reasoning", sizes=(4,))
+    assert hit is not None
+    assert hit.prune_offset in (case.onset, case.first_copy_end) or (
+        case.first_copy_end <= hit.prune_offset <= case.second_copy
+    )

@@ -100,6 +100,11 @@ class PoolRule:
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
+        # the last long new sentence (it ended the run), whether the text said it again since,
+        # and where the first phrase after it began (-1: none yet)
+        self._barrier: tuple[int, str] | None = None
+        self._barrier_said = False
+        self._after_barrier = -1
         # sentence -> (normalize_phrase(sentence), the sentence's CJK chars, the phrase's width)
         self._phrase_of: dict[str, tuple[str, int, int]] = {}
         # The CJK chars of the sentences so far, at each recent sentence start: poolMinChars
@@ -168,12 +173,19 @@ class PoolRule:
             said = self._seen_long(phrase)
             # a sentence no longer than a phrase in chars (a CJK one up to twice as wide)
             # does not end a run: a small model's garbled pool mixes such sentences in
-            self._run.add(None, start, barrier=not said and len(phrase) > self._max_chars)
+            barrier = not said and len(phrase) > self._max_chars
+            self._run.add(None, start, barrier=barrier)
+            if barrier:
+                self._barrier, self._barrier_said, self._after_barrier = (start, phrase), False, -1
+            elif said and self._barrier is not None and phrase == self._barrier[1]:
+                self._barrier_said = True
             # a long sentence said again is the loop's too: a pool of sentences of several
             # widths (a block said again) is cut where its repeats began
             self._repeats.add(said, start)
         elif phrase:
             key = phrase
+            if self._after_barrier < 0:
+                self._after_barrier = start
             # only a very short phrase can open (or carry) a held run: see HOLD_CHARS
             self._run.add(key if len(key) <= HOLD_CHARS else None, start)
             seen = self._counts.get(key, 0)
@@ -271,6 +283,13 @@ class PoolRule:
 
     def _hit(self, onset: int, end: int, members: set[str]) -> Hit:
         pool = sorted(members, key=lambda p: (-self._counts[p], p))
+        lead_in = 0
+        if self._barrier_said and onset == self._after_barrier and self._barrier is not None:
+            # The batch began right after a long sentence that the loop said again: that
+            # sentence opened the loop (a block said again whose first sentence is long). It
+            # ended the run when it was new, so the watermark may have shown it: a lead-in.
+            lead_in = onset - self._barrier[0]
+            onset = self._barrier[0]
         return Hit(
             rule="pool",
             channel=self._channel,
@@ -280,6 +299,7 @@ class PoolRule:
             repeats=round(self._covered / max(1, len(pool)), 2),
             period=None,
             evidence=excerpt(" / ".join(pool[:8])),
+            lead_in=lead_in,
         )
 
     def safe_offset(self, win: TextWindow, tail_start: int, end: int) -> int:
