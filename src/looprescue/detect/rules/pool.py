@@ -19,8 +19,10 @@ appearance, as a cycle keeps its first copy. A new long sentence ends a pool: th
 before it, and that is what lets the watermark release text as soon as a long sentence arrives.
 A long sentence that repeats a recent one belongs to the loop (a notice the model keeps
 re-emitting): it does not end it, and it counts in the streak of repeats, so a pool whose
-repeats began before its short phrases made up a batch is cut where they began. A sentence
-no longer than a phrase in chars (a CJK one up to twice as wide) does not end a run either.
+repeats began before its short phrases made up a batch is cut where they began; when the
+batch began right after a long sentence the loop says again, it is cut at that sentence. A
+sentence no longer than a phrase in chars (a CJK one up to twice as wide) does not end a run
+either.
 
 Not a pool: healthy reasoning whose short sentences recur now and then (``Wait.``, ``OK.``), a
 checklist that is said once, and a pool that a long new sentence ends before it fills
