@@ -161,11 +161,10 @@ class PoolRule:
                 if len(self._phrase_of) >= PHRASES_REMEMBERED:
                     self._phrase_of.clear()
                 normal = normalize_phrase(sentence)
-                known = self._phrase_of[sentence] = (
-                    normal,
-                    text_width(sentence) - len(sentence),
-                    text_width(normal),
-                )
+                # (normalising drops whitespace and marks, and a counter label, which has
+                # CJK chars rarely: the phrase has the sentence's)
+                cjk = 0 if sentence.isascii() else text_width(sentence) - len(sentence)
+                known = self._phrase_of[sentence] = (normal, cjk, len(normal) + cjk)
             phrase, phrase_width = known[0], known[2]
             self._note_width(start, known[1])
         # phrase lengths are widths too: a Chinese sentence of 22 chars says as much as an
