@@ -271,6 +271,12 @@ def completion_problems(run: Run) -> list[Problem]:
     if expected not in run.finished.output:
         message = f"the client's answer lacks {expected!r}; it is {run.finished.output[:300]!r}"
         problems.append(Problem("answer", message))
+    if run.scenario.fail_first:
+        labels = [request["answered_with"] for request in run.requests]
+        failed = [i for i, label in enumerate(labels) if label.startswith(run.scenario.name + ":")]
+        if not failed or run.scenario.name not in labels[failed[0] :]:
+            message = f"the model's error was not followed by a retry (answers: {labels})"
+            problems.append(Problem("retry", message))
     wanted = run.scenario.tool_result_contains
     if wanted and not any(wanted in r for q in run.requests for r in q["tool_results"]):
         message = f"no tool result containing {wanted!r} reached the model"

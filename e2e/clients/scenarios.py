@@ -50,6 +50,11 @@ class Scenario:
     continuation: ScriptedResponse | None = None
     # which tool result must reach the model: proof that the client ran the tool
     tool_result_contains: str = ""
+    # the first request of each step is answered with this HTTP status (0: none), the next
+    # one (the client's retry) as usual; with ``in_band``, the first answer streams a few
+    # events of the usual answer and then the protocol's error event instead
+    fail_first: int = 0
+    in_band: bool = False
     notes: str = field(default="", compare=False)
 
     @property
@@ -79,7 +84,7 @@ class Scenario:
     def steps(self, client_tool: tuple[str, Mapping[str, Any]]) -> list[ScriptedResponse]:
         """The agent turn's answers, by how many tool results the request carries."""
         name = self.name
-        if name == "healthy":
+        if name in ("healthy", "upstream-error", "stream-error"):
             return [
                 ScriptedResponse(
                     reasoning="The user wants a short greeting. I can answer directly.",
@@ -132,6 +137,22 @@ SCENARIOS: dict[str, Scenario] = {
             "healthy",
             "Say hello in one sentence.",
             final="Hello! The scripted model answers in one sentence.",
+        ),
+        Scenario(
+            "upstream-error",
+            "Say hello after a hiccup.",
+            final="Hello! The scripted model answers in one sentence.",
+            fail_first=503,
+        ),
+        Scenario(
+            "stream-error",
+            "Say hello after a broken stream.",
+            final="Hello! The scripted model answers in one sentence.",
+            fail_first=200,
+            in_band=True,
+            # Qwen Code 0.15 ends its turn on an in-band error (exit 1), with or without the
+            # proxy: it never retries, so there is nothing to compare
+            clients=("claude", "codex", "opencode"),
         ),
         Scenario(
             "loop-reasoning",
@@ -235,6 +256,8 @@ def web_search_answer(request: RecordedRequest) -> ScriptedResponse:
 def _messages(request: RecordedRequest) -> list[Any]:
     body = request.body if isinstance(request.body, Mapping) else {}
     items = body.get("input") if request.protocol == "responses" else body.get("messages")
+    if isinstance(items, str):  # the Responses API's short form of one user message
+        return [{"role": "user", "content": items}]
     return items if isinstance(items, list) else []
 
 
@@ -300,6 +323,7 @@ class Responder:
     def __init__(self, client_tool: tuple[str, Mapping[str, Any]]) -> None:
         self.client_tool = client_tool
         self.labels: dict[int, str] = {}  # request index -> what it was answered with
+        self.failed: set[int] = set()  # steps already answered with the scenario's error
 
     def __call__(self, request: RecordedRequest) -> ScriptedResponse:
         response = self._answer(request)
@@ -320,4 +344,12 @@ class Responder:
         if is_continuation(request) and scenario.continuation is not None:
             return scenario.continuation_answer(self.client_tool)
         steps = scenario.steps(self.client_tool)
-        return steps[min(len(tool_results(request)), len(steps) - 1)]
+        step = min(len(tool_results(request)), len(steps) - 1)
+        if scenario.fail_first and step not in self.failed:
+            self.failed.add(step)
+            if scenario.in_band:
+                return replace(steps[step], error_event_after=6, label=f"{scenario.name}:error")
+            # Retry-After 0: clients that honour it retry at once
+            status = scenario.fail_first
+            return ScriptedResponse(status=status, retry_after=0, label=f"{scenario.name}:{status}")
+        return steps[step]
