@@ -1,101 +1,129 @@
 """Each rule's Chinese path and each guard is held by a case that fails without it.
 
-A case here is judged twice: as the detector is, where it passes, and with one piece of the
-detector changed (a rule's handling of text without spaces turned off, or a guard widened),
-where it must fail. So a change that drops a rule's zh path or widens a guard cannot pass the
-suite: the matrix (``test_detect_matrix.py``) holds the same cases among many others.
+A mutation changes one line of the detector's source (a rule's handling of text without
+spaces turned off, or a guard widened) in a copy of the package, and the cases are judged by
+that copy in a child interpreter (a copy of the sources, never the compiled build: compiled,
+constants are inlined and calls bound, so nothing could be patched in place). The cases pass
+as the detector is, and at least one must fail with the mutation. So a change that drops a
+rule's zh path or widens a guard cannot pass the suite.
 """
 
 from __future__ import annotations
 
-import re
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from tests.support import loopgen
-from tests.test_detect_matrix import cut_problem, time_problem, whole
 
-from looprescue.detect import segment, shape
-from looprescue.detect.rules import periodic, pool, renumbered
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "looprescue"
 
-
-def _judged(case: loopgen.Case) -> str | None:
-    """What is wrong with the detector's answer for ``case`` (None: nothing)."""
-    hit = whole(case)
-    if not case.is_loop:
-        return None if hit is None else f"healthy text cut by {hit.rule}"
-    if hit is None:
-        return "loop not found"
-    return cut_problem(case, hit) or time_problem(case, hit)
-
-
-def _fires_within_300_wide(case: loopgen.Case) -> str | None:
-    """A Chinese pool is cut within ~300 wide of its onset (~150 CJK chars and their marks),
-    as an English one is within 300 chars: tighter than the matrix's slack of a stride."""
-    problem = _judged(case)
-    if problem is not None:
-        return problem
-    hit = whole(case)
-    assert hit is not None and case.onset is not None
-    too_late = loopgen.width(case.text[case.onset : hit.fired_at]) > 300 + 3 * case.unit_width
-    return f"fired {hit.fired_at - case.onset} chars in" if too_late else None
-
-
-def _cases(shape_name: str, lang: str, channel: str, seps=("none", "space", "newline")):
-    return [loopgen.make(shape_name, seed, lang, sep, channel) for seed in range(2) for sep in seps]
-
-
-def _no_cjk_width(monkeypatch: pytest.MonkeyPatch, module) -> None:
-    monkeypatch.setattr(module, "text_width", len)
-
-
+# name: (file under detect/, text, its replacement, the cases as (shape, seeds, lang, seps,
+# channel), and whether the pool must fire within ~300 wide)
 MUTATIONS = {
-    # the pool counts a CJK char as two: without it a Chinese pool fires late or never
+    # the pool counts a CJK char as two: without it a Chinese pool fires late
     "pool width": (
-        lambda mp: _no_cjk_width(mp, pool),
-        lambda: _cases("pool", "zh", "reasoning"),
-        _fires_within_300_wide,
+        "rules/pool.py",
+        "cjk = 0 if sentence.isascii() else text_width(sentence) - len(sentence)",
+        "cjk = 0",
+        ("pool", range(2), "zh", ("none", "space", "newline"), "reasoning"),
+        True,
     ),
     # a full stop without a space after it ends a Chinese sentence
     "full-width sentence end": (
-        lambda mp: mp.setattr(segment, "SENTENCE_END", re.compile(r"[.!?\n](?:(?<=\n)|(?=\s))")),
-        lambda: _cases("pool", "zh", "reasoning"),
+        "text.py",
+        'SENTENCE_END: Final = re.compile(r"[.!?。！？',
+        'SENTENCE_END: Final = re.compile(r"[.!?',
+        ("pool", range(2), "zh", ("none", "space", "newline"), "reasoning"),
+        False,
     ),
     # renumbered counts a CJK item's width
     "renumbered width": (
-        lambda mp: _no_cjk_width(mp, renumbered),
-        lambda: _cases("numbered_item", "zh", "text"),
+        "rules/renumbered.py",
+        "text_width(body) < SENTENCE_WIDTH",
+        "len(body) < SENTENCE_WIDTH",
+        ("numbered_item", range(2), "zh", ("none", "space", "newline"), "text"),
+        False,
     ),
-    # the periodic rules count copies of a CJK unit by its width
-    "periodic width": (
-        lambda mp: mp.setattr(shape, "NO_SPACES_SCRIPT", re.compile(r"[\x00]")),
-        lambda: _cases("word_repeat", "zh", "reasoning") + _cases("numbered_item", "zh", "text"),
+    # the rules that read shape.text_width (renumbered, the periodic rules, stutter, restate)
+    # count a CJK char as two
+    "shared CJK width": (
+        "shape.py",
+        'NO_SPACES_SCRIPT: Final = re.compile(r"[\\u3040-\\u30ff\\u3400-\\u9fff\\uac00-\\ud7af]")',
+        'NO_SPACES_SCRIPT: Final = re.compile(r"[\\x00]")',
+        ("numbered_item", range(2), "zh", ("none", "space", "newline"), "text"),
+        False,
     ),
-    # the guard that calls a template of a few letters a chant, widened
+    # the guard that calls a template of a few letters a chant of numbers, widened
     "tiny template guard": (
-        lambda mp: mp.setattr(periodic, "TINY_TEMPLATE_LETTERS", 8),
-        lambda: [
-            loopgen.make("asked_list", seed, "zh", "none", channel)
-            for seed in range(8)
-            for channel in loopgen.CHANNELS
-        ],
+        "rules/periodic.py",
+        "TINY_TEMPLATE_LETTERS: Final = 4",
+        "TINY_TEMPLATE_LETTERS: Final = 8",
+        ("asked_list", range(8), "zh", ("none",), "text"),
+        False,
     ),
     # a young pool batch is one to three phrases: widened, a block of sentences is cut as a
     # pool mid-copy instead of by a cycle after one copy
     "young batch guard": (
-        lambda mp: mp.setattr(pool, "YOUNG_BATCH_PHRASES", 12),
-        lambda: [
-            loopgen.make("paragraph_blocks", seed, "zh", "random", "reasoning")
-            for seed in (1966855, 1, 2)
-        ],
+        "rules/pool.py",
+        "YOUNG_BATCH_PHRASES: Final = 3",
+        "YOUNG_BATCH_PHRASES: Final = 12",
+        ("paragraph_blocks", (1966855, 1, 2), "zh", ("random",), "reasoning"),
+        False,
     ),
 }
 
+# Run in the child: judge the cases with the package first on sys.path, print the problems.
+CHILD = """
+import json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from tests.support import loopgen
+from tests.test_detect_matrix import cut_problem, time_problem, whole
+shape, seeds, lang, seps, channel, tight = json.loads(sys.argv[3])
+problems = []
+for seed in seeds:
+    for sep in seps:
+        case = loopgen.make(shape, seed, lang, sep, channel)
+        hit = whole(case)
+        if not case.is_loop:
+            problem = None if hit is None else f"healthy text cut by {hit.rule}"
+        elif hit is None:
+            problem = "loop not found"
+        else:
+            problem = cut_problem(case, hit) or time_problem(case, hit)
+            wide = loopgen.width(case.text[case.onset : hit.fired_at])
+            if problem is None and tight and wide > 300 + 3 * case.unit_width:
+                problem = f"fired {wide} wide in"
+        problems.append(problem)
+print(json.dumps(problems))
+"""
+
+
+def _problems(src: Path, cases: tuple, tight: bool) -> list[str | None]:
+    shape, seeds, lang, seps, channel = cases
+    spec = json.dumps([shape, list(seeds), lang, list(seps), channel, tight])
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(src), str(ROOT), spec],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_a_mutation_is_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    mutate, cases, *how = MUTATIONS[name]
-    judged = how[0] if how else _judged
-    held = cases()
-    assert all(judged(case) is None for case in held), "the cases pass as the detector is"
-    mutate(monkeypatch)
-    assert any(judged(case) is not None for case in held), f"{name}: nothing failed"
+def test_a_mutation_is_caught(name: str, tmp_path: Path) -> None:
+    path, text, mutated, cases, tight = MUTATIONS[name]
+    src = tmp_path / "src"
+    shutil.copytree(PACKAGE, src / "looprescue", ignore=shutil.ignore_patterns("*.so", "*.pyd"))
+    assert all(p is None for p in _problems(src, cases, tight)), "the cases pass as it is"
+    target = src / "looprescue" / "detect" / path
+    source = target.read_text(encoding="utf-8")
+    assert source.count(text) == 1, f"{name}: the line to change is not in {path}"
+    target.write_text(source.replace(text, mutated), encoding="utf-8")
+    assert any(p is not None for p in _problems(src, cases, tight)), f"{name}: nothing failed"
