@@ -224,3 +224,45 @@ def test_the_conversation_is_read_from_instructions_and_input() -> None:
     assert conversation_key({}, wire.conversation_view(zh), wire.name) is None
     keyed = {**zh, "prompt_cache_key": "codex-session-7"}
     assert "codex-session-7" in (conversation_key({}, wire.conversation_view(keyed)) or "")
+
+
+def tool_turns(count: int, output: str = "a.txt\nb.txt") -> list[dict[str, Any]]:
+    """``count`` identical calls of one tool, each answered with the same output."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
+    for number in range(count):
+        call = {"type": "function_call", "call_id": f"call_{number}", "name": "shell"}
+        items.append({**call, "arguments": '{"command":"ls"}'})
+        items.append(
+            {"type": "function_call_output", "call_id": f"call_{number}", "output": output}
+        )
+    return items
+
+
+def test_tool_history_pairs_calls_with_their_outputs() -> None:
+    from looprescue.guard.history import HUMAN_TURN, responses_tool_history
+
+    steps = responses_tool_history({"input": tool_turns(2)})
+    assert steps[0] is HUMAN_TURN
+    assert [(s.name, s.arguments, s.result, s.failed) for s in steps[1:]] == [
+        ("shell", '{"command":"ls"}', "a.txt\nb.txt", False)
+    ] * 2
+    failed = responses_tool_history({"input": tool_turns(1, "Error: no such file")})
+    assert failed[1].failed
+
+
+def test_a_request_after_tool_calls_goes_through(upstream: ScriptedUpstream) -> None:
+    upstream.enqueue(ScriptedResponse(text="Two files."))
+    with serve(upstream) as proxy:
+        response = ask(client_for(proxy), True, input=tool_turns(2))
+    assert response.output_text == "Two files."
+    assert sent(upstream)[0].body["input"] == tool_turns(2)  # unchanged
+
+
+def test_a_tool_loop_on_responses_is_stopped(upstream: ScriptedUpstream) -> None:
+    with serve(upstream) as proxy:
+        body = {"model": "gpt-scripted", "input": tool_turns(8), "stream": True}
+        reply = httpx.post(proxy.base_url + "/v1/responses", json=body, timeout=60)
+    assert reply.status_code == 200
+    assert reply.headers["looprescue-outcome"] == "tool-loop-stopped"
+    assert sent(upstream) == []  # answered by the guard, the upstream never called
+    assert b"response.completed" in reply.content

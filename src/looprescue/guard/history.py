@@ -131,3 +131,38 @@ def openai_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
         elif role == "user" and not after_results:
             out.append(HUMAN_TURN)
     return out
+
+
+def responses_tool_history(body: Mapping[str, Any]) -> list[HistoryItem]:
+    """The Responses API: ``function_call`` items of ``input``, answered by
+    ``function_call_output`` items with the same ``call_id``. A user message is a person
+    speaking, unless it follows outputs directly (the harness's note, as on Chat Completions).
+    A string ``input`` is one user message and holds no calls."""
+    inputs = body.get("input")
+    if not isinstance(inputs, list):
+        return []
+    out: list[HistoryItem] = []
+    calls: dict[str, tuple[str, Any]] = {}
+    after_results = False
+    for index, item in enumerate(inputs):
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            call_id, name = item.get("call_id"), item.get("name")
+            if isinstance(call_id, str) and isinstance(name, str):
+                calls[call_id] = (name, item.get("arguments"))
+            after_results = False
+        elif kind == "function_call_output":
+            after_results = True
+            call = calls.pop(str(item.get("call_id")), None)
+            if call is not None:
+                text = _block_text(item.get("output"))
+                failed = bool(_LOOKS_FAILED.match(text))
+                out.append(ToolStep(call[0], call[1], text, failed, index))
+        elif item.get("role") == "user" and kind in (None, "message"):
+            if not after_results:
+                out.append(HUMAN_TURN)
+        else:
+            after_results = False
+    return out

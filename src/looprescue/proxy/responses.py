@@ -140,6 +140,8 @@ class ResponsesWire(Wire):
         return body.get("background") is not True
 
     def tool_history(self, body: Mapping[str, Any]) -> list[Any]:
+        from ..guard.history import responses_tool_history
+
         return responses_tool_history(body)
 
     def conversation_view(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -262,43 +264,6 @@ def responses_history(
         if parts != content:
             out[position] = {**item, "content": parts}
     return ({**body, "input": out}, cuts) if cuts else (None, [])
-
-
-def responses_tool_history(body: Mapping[str, Any]) -> list[Any]:
-    """Function calls of ``input`` paired with their outputs by ``call_id`` (the guard's view);
-    a user message between them is a human turn."""
-    from ..guard.history import HUMAN_TURN, ToolStep
-
-    inputs = body.get("input")
-    if not isinstance(inputs, list):
-        return []
-    calls: dict[str, Mapping[str, Any]] = {}
-    out: list[Any] = []
-    for position, item in enumerate(inputs):
-        if not isinstance(item, Mapping):
-            continue
-        kind = item.get("type")
-        if kind == "function_call" and isinstance(item.get("call_id"), str):
-            calls[item["call_id"]] = item
-        elif kind == "function_call_output":
-            call = calls.get(item.get("call_id"))  # type: ignore[arg-type]
-            if call is None:
-                continue
-            result = item.get("output")
-            text = result if isinstance(result, str) else jsonfast.dumps(result).decode()
-            out.append(
-                ToolStep(
-                    str(call.get("name") or ""),
-                    call.get("arguments") or "",
-                    text,
-                    False,
-                    str(call.get("call_id")),
-                    position,
-                )
-            )
-        elif item.get("role") == "user" and kind in (None, "message"):
-            out.append(HUMAN_TURN)
-    return out
 
 
 # --------------------------------------------------------------------------- decoding
