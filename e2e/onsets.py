@@ -1,4 +1,4 @@
-"""Propose loop onsets for a text, as corpus/README.md (shared corpus) defines them.
+"""Propose loop onsets for a text, as corpus/README.md defines them.
 
 A proposal is only a starting point for a person reading the text: it finds the maximal
 periodic run (optionally with digit runs collapsed, for counter loops), then moves its start
