@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,13 +82,6 @@ RESPONSES_TOOL_STEP = (
     "ToolStep.__init__() takes from 5 to 6 positional arguments but 7 were given. Codex "
     "retries 5 times and exits 1 without its answer"
 )
-RESPONSES_COMPILED = (
-    "BUG: in the mypyc build (make, pip install with a C compiler) the proxy answers HTTP 500 "
-    "to every POST /v1/responses: responses.py is interpreted but subclasses the compiled "
-    "Wire of wire.py (setup.py's PROXY list lacks it): TypeError: interpreted classes cannot "
-    "inherit from compiled (service.judge_body). Codex retries 5 times and exits 1; "
-    "tests/test_proxy_responses.py fails the same way in that build"
-)
 # A proxy change that fixes one of these makes the run report it as FIXED? (exit 1) until it
 # is taken off this list, so the list stays true.
 _TOOL_TURN_FAILS = ("exit", "answer", "tool")
@@ -103,10 +96,6 @@ KNOWN_FAILURES: tuple[Known, ...] = (
         RESPONSES_TOOL_STEP,
     ),
     Known("codex", "loop-then-tool", "rescue", _TOOL_TURN_FAILS, RESPONSES_TOOL_STEP),
-)
-# the compiled build's failure hides the other: either may be fixed first
-KNOWN_FAILURES = tuple(replace(known, build="pure") for known in KNOWN_FAILURES) + tuple(
-    Known("codex", "*", mode, ("*",), RESPONSES_COMPILED, "compiled") for mode in MODES
 )
 
 
