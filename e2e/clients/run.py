@@ -74,29 +74,9 @@ class Known:
         )
 
 
-RESPONSES_TOOL_STEP = (
-    "BUG: the proxy answers HTTP 500 to a Responses API request whose input holds a "
-    "function_call and its function_call_output (Codex's request after any tool call): "
-    "responses_tool_history (src/looprescue/proxy/responses.py) builds ToolStep with a call id "
-    "that ToolStep (src/looprescue/guard/history.py) no longer has: TypeError: "
-    "ToolStep.__init__() takes from 5 to 6 positional arguments but 7 were given. Codex "
-    "retries 5 times and exits 1 without its answer"
-)
 # A proxy change that fixes one of these makes the run report it as FIXED? (exit 1) until it
 # is taken off this list, so the list stays true.
-_TOOL_TURN_FAILS = ("exit", "answer", "tool")
-KNOWN_FAILURES: tuple[Known, ...] = (
-    Known("codex", "tool", "observe", (*_TOOL_TURN_FAILS, "same-as-direct"), RESPONSES_TOOL_STEP),
-    Known("codex", "tool", "rescue", (*_TOOL_TURN_FAILS, "same-as-direct"), RESPONSES_TOOL_STEP),
-    Known(
-        "codex",
-        "loop-then-tool",
-        "observe",
-        (*_TOOL_TURN_FAILS, "same-as-direct"),
-        RESPONSES_TOOL_STEP,
-    ),
-    Known("codex", "loop-then-tool", "rescue", _TOOL_TURN_FAILS, RESPONSES_TOOL_STEP),
-)
+KNOWN_FAILURES: tuple[Known, ...] = ()
 
 
 # --------------------------------------------------------------------------- one run
