@@ -241,7 +241,10 @@ def test_openai_stream_always_ends_cleanly(data: st.DataObject) -> None:
         assert bodies.count("[DONE]") == 1
         chunks = [json.loads(b) for b in bodies[:-1]]
         assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-        assert sum(1 for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]) == 1
+        # a choice's fields the engine does not model pass as the upstream sent them, so a
+        # junk choice without a finish_reason stays without one
+        finishes = [c for c in chunks if c["choices"] and c["choices"][0].get("finish_reason")]
+        assert len(finishes) == 1
     else:
         last = json.loads(bodies[-1])
         assert isinstance(last["error"]["message"], str)
