@@ -429,9 +429,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="proxy modes, comma-separated")
     parser.add_argument("--timeout", type=float, default=180, help="seconds per client run")
     parser.add_argument("--out", type=Path, default=None, help="runs folder")
-    parser.add_argument(
-        "--no-netns", action="store_true", help="run without a network namespace (not as root)"
-    )
     parser.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     clients = [c for c in args.clients.split(",") if c]
@@ -449,13 +446,14 @@ def main(argv: list[str] | None = None) -> int:
         ensure_installed(clients)
         if "opencode" in clients and shutil.which("rg") is None:
             raise SystemExit("opencode's glob tool needs rg on PATH: apt-get install -y ripgrep")
-        if not args.no_netns:
-            if args.out is None:
-                stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-                argv += ["--out", str(CLIENTS_DIR / "runs" / stamp)]
-            return enter_network_namespace(argv)
-    else:
-        check_isolated()
+        if os.geteuid() != 0:
+            # no run without isolation: a client could reach past 127.0.0.1
+            raise SystemExit("the clients run in a network namespace (unshare --net): run as root")
+        if args.out is None:
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            argv += ["--out", str(CLIENTS_DIR / "runs" / stamp)]
+        return enter_network_namespace(argv)
+    check_isolated()
     out = args.out or CLIENTS_DIR / "runs" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
     print(f"runs in {out}; the proxy is the {proxy_build()} build", flush=True)
