@@ -21,7 +21,7 @@ from typing import Any
 
 import h11
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from looprescue.proxy.server import HttpServer, Limits
@@ -305,6 +305,7 @@ KNOWN_METHODS = frozenset(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=requests())
+@example(data=b"POST /a? HTTP/1.1\r\nHost: example\r\nContent-Length: 0\r\n\r\n")
 def test_the_server_frames_requests_as_h11_does(echo_server: EchoServer, data: bytes) -> None:
     skipped = data.lstrip(b"\r\n")
     line, crlf, rest = skipped.partition(b"\r\n")
@@ -326,6 +327,10 @@ def test_the_server_frames_requests_as_h11_does(echo_server: EchoServer, data: b
         )
         if method not in KNOWN_METHODS or folded or not form or control:
             expected = Verdict("rejected")
+        elif target.find("?") == len(target) - 1:
+            # an empty query reaches the app without its "?": ASGI's query_string cannot tell
+            # an empty query from none (uvicorn serves it the same way)
+            expected = Verdict("request", (method, target[:-1], *expected.request[2:]))
     got = served(echo_server, data)
     if expected.kind == "incomplete" and got.kind == "rejected":
         # h11 reads a head only once its blank line came; the server refuses a bad byte as
