@@ -458,6 +458,9 @@ class LoopRescueGuardrail(CustomGuardrail):
               guardrail: looprescue.integrations.litellm.LoopRescueGuardrail
               mode: [pre_call, post_call]
               default_on: true
+
+    Its hooks repeat the callback's rather than come from a shared base: LiteLLM looks for an
+    overriding streaming hook in the class's own namespace, not in its bases.
     """
 
     def __init__(
