@@ -5,8 +5,7 @@ every 25 ms of virtual time: 120 chars/s, a typical streaming rate. A char's add
 time from its delta's arrival to the engine releasing it; nothing sleeps.
 
 * Healthy text: the records labelled ``normal`` of ``corpus/healthy.jsonl`` (real long answers
-  and reasoning traces of models), of ``corpus/smollm2.jsonl``, and of the shared dev corpus
-  where it is present (measured, never required).
+  and reasoning traces of models), of ``corpus/smollm2.jsonl``, and of ``corpus/dev.jsonl``.
 * Loops: the records labelled ``loop`` of ``corpus/smollm2.jsonl`` and of the dev corpus. Each
   is fed until the engine cuts it; ``leaked`` is the engine's own ``leaked_loop_chars``: loop
   text past the prune point (past the one copy a periodic loop may keep, any of a pool) that
@@ -40,7 +39,7 @@ from looprescue.rescue.events import (
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY = ROOT / "corpus" / "healthy.jsonl"
 SMOLLM2 = ROOT / "corpus" / "smollm2.jsonl"
-DEV = ROOT.parent / "shared" / "corpus" / "dev.jsonl"
+DEV = ROOT / "corpus" / "dev.jsonl"
 DELTA_CHARS = 3
 CHARS_PER_S = 120
 DELTA_MS = DELTA_CHARS * 1000 / CHARS_PER_S
@@ -59,8 +58,6 @@ BOUNDS: tuple[tuple[int | None, int | None], ...] = (
 
 
 def _records(path: Path, label: str) -> list[Record]:
-    if not path.exists():
-        return []
     return [r for r in load_corpus(path) if r.label == label]
 
 

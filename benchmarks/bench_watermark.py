@@ -19,7 +19,7 @@ from looprescue.corpus import load_corpus, random_deltas
 from looprescue.detect import StreamDetector
 
 PACING_MS = 50
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "dev.jsonl"
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "dev.jsonl"
 
 
 def _delays(text: str, channel: str, seed: int) -> list[float]:
@@ -70,7 +70,7 @@ def _cpu_per_call(text: str, runs: int = 3) -> float:
 
 def main() -> None:
     print(f"watermark: safe_offset after every delta, deltas every {PACING_MS} ms (virtual)")
-    records = [r for r in load_corpus(CORPUS) if r.label == "normal"] if CORPUS.exists() else []
+    records = [r for r in load_corpus(CORPUS) if r.label == "normal"]
     texts = {"reasoning": [], "text": []}
     for record in records:
         texts[record.channel].append(record.text)
