@@ -23,21 +23,13 @@ from setuptools import Extension, setup
 # process. The server and the client compiled took observe from 24.5 to 21.2 us per chunk in
 # one run of bench_proxy_cpu. The rest of looprescue runs once per request.)
 RESCUE = ("blocks", "budget", "cut", "engine", "events", "release")
-PROXY = (
-    "anthropic",
-    "exchange",
-    "feed",
-    "http1",
-    "jsonfast",
-    "openai",
-    "responses",
-    "server",
-    "sse",
-    "wire",
+WIRE = ("anthropic", "base", "jsonfast", "openai", "responses", "sse")
+PROXY = ("exchange", "feed", "http1", "server")
+HOT_PATH = (
+    [f"src/looprescue/rescue/{name}.py" for name in RESCUE]
+    + [f"src/looprescue/wire/{name}.py" for name in WIRE]
+    + [f"src/looprescue/proxy/{name}.py" for name in PROXY]
 )
-HOT_PATH = [f"src/looprescue/rescue/{name}.py" for name in RESCUE] + [
-    f"src/looprescue/proxy/{name}.py" for name in PROXY
-]
 COMPILED = (
     sorted(
         str(path)

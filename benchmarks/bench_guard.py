@@ -16,8 +16,8 @@ from typing import Any
 from benchmarks.textgen import healthy_text
 from looprescue.config import LoopRescueConfig
 from looprescue.guard import ToolGuard
-from looprescue.proxy import jsonfast
-from looprescue.proxy.anthropic import AnthropicWire
+from looprescue.wire import jsonfast
+from looprescue.wire.anthropic import AnthropicWire
 
 CALLS = (50, 300)
 RESULT_LINES = 60

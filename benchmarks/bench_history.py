@@ -14,11 +14,11 @@ from typing import Any
 
 from benchmarks.textgen import healthy_text, looping_text
 from looprescue.config import LoopRescueConfig
-from looprescue.proxy import jsonfast
-from looprescue.proxy.openai import OpenAIWire
 from looprescue.proxy.service import Prepared, RescueService
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import SendRequest
+from looprescue.wire import jsonfast
+from looprescue.wire.openai import OpenAIWire
 
 TURNS = 200
 REASONING_CHARS = 2000

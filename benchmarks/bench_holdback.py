@@ -25,7 +25,6 @@ from pathlib import Path
 
 from looprescue.config import LoopRescueConfig
 from looprescue.corpus import Record, load_corpus
-from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import (
     BlockStarted,
@@ -35,6 +34,7 @@ from looprescue.rescue.events import (
     ReasoningDelta,
     TextDelta,
 )
+from looprescue.wire.anthropic import AnthropicWire
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY = ROOT / "corpus" / "healthy.jsonl"

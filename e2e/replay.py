@@ -29,10 +29,10 @@ from e2e.prompts import BASE_SAMPLING, ROOT, SEED
 from e2e.run import client_loop_chars
 from looprescue.commands.common import parse_settings
 from looprescue.config import load_config
-from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.budget import MIN_RESUME_TOKENS
 from looprescue.rescue.continuation import KeptWork, LoopSummary, build_continuation
 from looprescue.rescue.conversation import conversation_language
+from looprescue.wire.openai import OpenAIWire
 
 VARIANTS = ("as sent", "current")
 

@@ -15,8 +15,8 @@ from looprescue.config import DoctorConfig, LoopRescueConfig, ToolGuardConfig
 from looprescue.doctor import analyze_log
 from looprescue.guard import ToolGuard
 from looprescue.guard.history import HUMAN_TURN, ToolStep, anthropic_tool_history
-from looprescue.proxy.anthropic import AnthropicWire
-from looprescue.proxy.openai import OpenAIWire
+from looprescue.wire.anthropic import AnthropicWire
+from looprescue.wire.openai import OpenAIWire
 
 Step = tuple[str, Any, str, bool]  # tool, arguments, result, failed
 

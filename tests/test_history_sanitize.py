@@ -23,11 +23,11 @@ from tests.support.scripted_upstream import (
 from tests.test_proxy_http import CONTINUATION, ProxyServer, serve
 
 from looprescue.config import LoopRescueConfig
-from looprescue.proxy import jsonfast
-from looprescue.proxy.anthropic import AnthropicWire
-from looprescue.proxy.openai import OpenAIWire
 from looprescue.pruning import cut_text, first_hit
 from looprescue.rescue.sanitize import HistoryCache, sanitize_history
+from looprescue.wire import jsonfast
+from looprescue.wire.anthropic import AnthropicWire
+from looprescue.wire.openai import OpenAIWire
 
 CONFIG = LoopRescueConfig()
 

@@ -15,21 +15,6 @@ from tests.support.scripted_upstream import (
 )
 
 from looprescue.config import LoopRescueConfig
-from looprescue.proxy.anthropic import (
-    AnthropicCollector,
-    AnthropicDecoder,
-    AnthropicEncoder,
-    AnthropicWire,
-    message_events,
-)
-from looprescue.proxy.openai import (
-    OpenAICollector,
-    OpenAIDecoder,
-    OpenAIEncoder,
-    OpenAIWire,
-    completion_events,
-)
-from looprescue.proxy.sse import SSEParser
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import (
     BlockStarted,
@@ -40,6 +25,21 @@ from looprescue.rescue.events import (
     ReasoningDelta,
     UpstreamFailed,
 )
+from looprescue.wire.anthropic import (
+    AnthropicCollector,
+    AnthropicDecoder,
+    AnthropicEncoder,
+    AnthropicWire,
+    message_events,
+)
+from looprescue.wire.openai import (
+    OpenAICollector,
+    OpenAIDecoder,
+    OpenAIEncoder,
+    OpenAIWire,
+    completion_events,
+)
+from looprescue.wire.sse import SSEParser
 
 RESPONSE = ScriptedResponse(
     reasoning="Let me check the file first. 先看文件。",

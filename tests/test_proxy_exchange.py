@@ -22,9 +22,9 @@ from tests.test_proxy_http import loop_records
 
 from looprescue.config import LoopRescueConfig
 from looprescue.proxy.exchange import Exchange, Step, _join_deltas
-from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import BlockStopped, ReasoningDelta, TextDelta
+from looprescue.wire.openai import OpenAIWire
 
 LOOP = next(r for r in loop_records() if r["channel"] == "text")
 REQUEST = openai_body(max_tokens=4000)

@@ -8,11 +8,6 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from looprescue.proxy import anthropic, openai
-from looprescue.proxy.anthropic import AnthropicDecoder
-from looprescue.proxy.frames import FrameMismatch, decode_anthropic_block_delta, decode_openai_chunk
-from looprescue.proxy.openai import OpenAIDecoder
-from looprescue.proxy.sse import SSEEvent
 from looprescue.rescue.events import (
     BlockStarted,
     Opaque,
@@ -21,6 +16,11 @@ from looprescue.rescue.events import (
     TextDelta,
     ToolArgsDelta,
 )
+from looprescue.wire import anthropic, openai
+from looprescue.wire.anthropic import AnthropicDecoder
+from looprescue.wire.frames import FrameMismatch, decode_anthropic_block_delta, decode_openai_chunk
+from looprescue.wire.openai import OpenAIDecoder
+from looprescue.wire.sse import SSEEvent
 
 DELTA_FIELDS = {
     "text_delta": "text",

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprescue.config import LoopRescueConfig
-from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.proxy.exchange import Exchange
-from looprescue.proxy.openai import OpenAIWire
-from looprescue.proxy.sse import SSEParser
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import ResumeTimedOut
+from looprescue.wire.anthropic import AnthropicWire
+from looprescue.wire.openai import OpenAIWire
+from looprescue.wire.sse import SSEParser
 
 FUZZ = settings(
     max_examples=200,

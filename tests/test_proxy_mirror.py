@@ -20,12 +20,12 @@ from tests.test_proxy_faults import anthropic_body, openai_body
 from tests.test_proxy_http import loop_records
 
 from looprescue.config import load_config
-from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.proxy.exchange import WATCH_BATCH_BYTES, Exchange, Step
 from looprescue.proxy.feed import DirectFeed
-from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import UpstreamFailed
+from looprescue.wire.anthropic import AnthropicWire
+from looprescue.wire.openai import OpenAIWire
 
 OBSERVE = load_config(None, {"mode": "observe"})
 ANTHROPIC_REQUEST = anthropic_body()

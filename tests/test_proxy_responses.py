@@ -22,8 +22,8 @@ from tests.test_litellm_callback import REASONING_LOOP, TEXT_LOOP, kept
 from tests.test_proxy_http import ProxyServer, serve
 
 import looprescue
-from looprescue.proxy.responses import ResponsesWire, response_events
-from looprescue.proxy.sse import SSEParser
+from looprescue.wire.responses import ResponsesWire, response_events
+from looprescue.wire.sse import SSEParser
 
 CONTINUATION = ScriptedResponse(reasoning="Resuming without repeating.", text="Final answer.")
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.scripted_upstream import dsh_recorded_requests
 
-from looprescue.proxy.sse import SSEError, SSEParser, format_event
+from looprescue.wire.sse import SSEError, SSEParser, format_event
 
 STREAM = (
     'event: message_start\ndata: {"type":"message_start"}\n\n'

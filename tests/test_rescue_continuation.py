@@ -14,9 +14,9 @@ from tests.test_rescue_engine import REQUEST, Run, Script, check_well_formed, ru
 
 from looprescue.config import LoopRescueConfig, load_config
 from looprescue.detect import Hit
-from looprescue.proxy.anthropic import AnthropicWire
-from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.engine import RescueEngine
+from looprescue.wire.anthropic import AnthropicWire
+from looprescue.wire.openai import OpenAIWire
 
 PLAN = "First I read the loader, then I check each layer in order. "
 UNIT = "Now I will write the final answer carefully. "

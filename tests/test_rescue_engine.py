@@ -17,7 +17,6 @@ from tests.paths import CORPUS, SMOLLM2
 
 from looprescue.config import NULL, LoopRescueConfig, load_config
 from looprescue.detect import scan_text
-from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.rescue.budget import estimate_tokens
 from looprescue.rescue.conversation import ConversationState
 from looprescue.rescue.engine import RescueEngine, applies_to
@@ -48,6 +47,7 @@ from looprescue.rescue.events import (
     Usage,
     UsageReported,
 )
+from looprescue.wire.anthropic import AnthropicWire
 
 REQUEST = {
     "model": "deepseek-flash",

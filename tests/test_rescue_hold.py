@@ -16,7 +16,6 @@ from tests.paths import REPO_ROOT, SMOLLM2
 
 from looprescue.config import LoopRescueConfig
 from looprescue.detect import scan_text
-from looprescue.proxy.anthropic import AnthropicWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import (
     AuditRecord,
@@ -26,6 +25,7 @@ from looprescue.rescue.events import (
     MessageStarted,
     TextDelta,
 )
+from looprescue.wire.anthropic import AnthropicWire
 
 HEALTHY = REPO_ROOT / "corpus" / "healthy.jsonl"
 REQUEST = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "Go on."}]}

@@ -17,12 +17,12 @@ from tests.test_proxy_http import ProxyServer, loop_records
 from tests.test_rescue_engine import REQUEST, Script, check_well_formed, record, run
 
 from looprescue.config import ConfigError, LoopRescueConfig, load_config
-from looprescue.proxy.anthropic import AnthropicWire
-from looprescue.proxy.openai import OpenAIWire
-from looprescue.proxy.responses import ResponsesWire
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import AuditRecord, UpstreamFailed
 from looprescue.rescue.ladder import rung_for, with_rung
+from looprescue.wire.anthropic import AnthropicWire
+from looprescue.wire.openai import OpenAIWire
+from looprescue.wire.responses import ResponsesWire
 
 # a reasoning loop the detector confirms: every attempt that streams it is cut
 LOOP = "mrwei-bleed-27438"

@@ -10,8 +10,6 @@ import pytest
 from tests.support.scripted_upstream import dsh_recorded_requests
 
 from looprescue.config import NULL, load_config
-from looprescue.proxy.anthropic import AnthropicWire
-from looprescue.proxy.openai import OpenAIWire
 from looprescue.rescue.continuation import KeptWork, LoopSummary, build_continuation
 from looprescue.rescue.conversation import (
     ConversationStore,
@@ -20,6 +18,8 @@ from looprescue.rescue.conversation import (
     text_language,
 )
 from looprescue.rescue.marker import marker, shorten, stall_nudge
+from looprescue.wire.anthropic import AnthropicWire
+from looprescue.wire.openai import OpenAIWire
 
 LOOP = LoopSummary("reasoning", "Now. OK. Emit. Producing.")
 

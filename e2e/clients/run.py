@@ -44,9 +44,9 @@ NOTES_TEXT = "hello from the notes file\n"
 
 def proxy_build() -> str:
     """ "compiled" when the proxy's wire modules were built with mypyc, else "pure"."""
-    from looprescue.proxy import wire
+    from looprescue.wire import base
 
-    return "compiled" if str(wire.__file__).endswith(".so") else "pure"
+    return "compiled" if str(base.__file__).endswith(".so") else "pure"
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 
-from ..proxy import jsonfast
-from ..proxy.wire import Wire
 from ..rescue.events import (
     ClientItem,
     EmitBlockStart,
@@ -17,6 +15,8 @@ from ..rescue.events import (
     EmitMessageStart,
     Usage,
 )
+from ..wire import jsonfast
+from ..wire.base import Wire
 
 
 def stop_items(model: str, text: str) -> list[ClientItem]:

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..proxy import jsonfast
 from ..rescue.budget import estimate_tokens
+from ..wire import jsonfast
 from .judge import ToolLoop
 
 

@@ -47,13 +47,13 @@ except ModuleNotFoundError as exc:
     raise (missing_extra(exc, "looprescue.integrations.litellm") or exc) from None
 
 from ..config import ConfigError, LoopRescueConfig, config_from_mapping, load_config
-from ..proxy import jsonfast
-from ..proxy.anthropic import AnthropicWire
-from ..proxy.openai import OpenAIWire
 from ..proxy.service import Rejected, Rescue, RescueService
-from ..proxy.sse import SSEParser
 from ..proxy.upstream import UpstreamError
-from ..proxy.wire import Wire
+from ..wire import jsonfast
+from ..wire.anthropic import AnthropicWire
+from ..wire.base import Wire
+from ..wire.openai import OpenAIWire
+from ..wire.sse import SSEParser
 
 # requests started and not answered yet (their answers come in a later hook); bounded so a
 # request whose answer hook never runs cannot hold memory forever

@@ -30,8 +30,9 @@ from starlette.types import Receive, Scope, Send
 from ..config import LoopRescueConfig
 from ..rescue.engine import RescueStats
 from ..rescue.events import EmitError
-from . import jsonfast
-from .anthropic import AnthropicWire
+from ..wire import jsonfast
+from ..wire.anthropic import AnthropicWire
+from ..wire.base import Wire, wire_for
 from .driver import gateway_status
 from .endpoints import own_routes
 from .http1 import Http1Transport
@@ -45,7 +46,6 @@ from .upstream import (
     forward_headers,
     response_headers,
 )
-from .wire import Wire, wire_for
 
 
 @dataclass

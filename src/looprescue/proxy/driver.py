@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import LoopRescueConfig
 from ..rescue.events import ResumeTimedOut, SendRequest, UpstreamFailed
-from . import jsonfast
+from ..wire import jsonfast
 from .audit import AuditLog, RequestClock
 from .exchange import Exchange, Step
 from .feed import DirectFeed, feed_item

@@ -38,9 +38,9 @@ from ..rescue.events import (
     TextDelta,
     UpstreamFailed,
 )
-from . import jsonfast
-from .sse import SSEError, SSEParser
-from .wire import Malformed, Wire
+from ..wire import jsonfast
+from ..wire.base import Malformed, Wire
+from ..wire.sse import SSEError, SSEParser
 
 _ACTIONS = frozenset({AuditRecord, CloseUpstream, SendRequest, SaveConversation})
 

@@ -30,13 +30,13 @@ from ..rescue.engine import RescueEngine, applies_to
 from ..rescue.events import EmitError, SendRequest
 from ..rescue.marker import Lang
 from ..rescue.sanitize import HistoryCache
-from . import jsonfast
+from ..wire import jsonfast
+from ..wire.base import Wire
 from .audit import AuditLog
 from .driver import ExchangeDriver
 from .exchange import Exchange
 from .state import StateStore, open_store
 from .upstream import Transport, UpstreamError, response_headers
-from .wire import Wire
 
 # Request bodies larger than this are parsed and serialized in a worker thread, and ones larger
 # than START_OFF_LOOP_BYTES are started there (history sanitization reads the history's new

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from ..proxy.service import Answer, Prepared, Rejected, Rescue, RescueService
 from ..proxy.upstream import Transport, UpstreamError, forward_headers
-from ..proxy.wire import wire_for
+from ..wire.base import wire_for
 from .upstream import AsyncUpstream, ThreadedUpstream
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .wire import MAX_INDEX
+from .base import MAX_INDEX
 
 
 class AnthropicTextDelta(msgspec.Struct, tag="text_delta", tag_field="type"):

@@ -57,8 +57,8 @@ from ..rescue.events import (
 )
 from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
+from .base import LIGHT_EFFORTS, Malformed, Wire, count, items, obj, string
 from .sse import SSEEvent
-from .wire import LIGHT_EFFORTS, Malformed, Wire, count, items, obj, string
 
 ERROR_TYPE = "server_error"
 # the one field the engine sets on an item's own ``.done`` copy when it came from upstream

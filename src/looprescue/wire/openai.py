@@ -43,10 +43,7 @@ from ..rescue.events import (
 )
 from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
-from .frames import FrameMismatch, OpenAIChunk, decode_openai_chunk
-from .history import openai_history
-from .sse import SSEEvent, format_event
-from .wire import (
+from .base import (
     LIGHT_EFFORTS,
     Malformed,
     Wire,
@@ -59,6 +56,9 @@ from .wire import (
     obj,
     string,
 )
+from .frames import FrameMismatch, OpenAIChunk, decode_openai_chunk
+from .history import openai_history
+from .sse import SSEEvent, format_event
 
 _FINISH_REASONS: dict[str, StopReason] = {
     "stop": "stop",

@@ -47,17 +47,7 @@ from ..rescue.events import (
 )
 from ..rescue.sanitize import HistoryCut, HistoryPruner
 from . import jsonfast
-from .frames import (
-    AnthropicBlockDelta,
-    AnthropicInputJsonDelta,
-    AnthropicTextDelta,
-    AnthropicThinkingDelta,
-    FrameMismatch,
-    decode_anthropic_block_delta,
-)
-from .history import anthropic_history
-from .sse import SSEEvent
-from .wire import (
+from .base import (
     Malformed,
     Wire,
     check_messages,
@@ -69,6 +59,16 @@ from .wire import (
     obj,
     string,
 )
+from .frames import (
+    AnthropicBlockDelta,
+    AnthropicInputJsonDelta,
+    AnthropicTextDelta,
+    AnthropicThinkingDelta,
+    FrameMismatch,
+    decode_anthropic_block_delta,
+)
+from .history import anthropic_history
+from .sse import SSEEvent
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
