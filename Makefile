@@ -12,10 +12,10 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # The detector, the rescue engine and the proxy's stream path are compiled in place with mypyc
-# (setup.py lists the modules), so a change under detect/, rescue/, wire/ or proxy/ installs the
-# package again.
+# (setup.py lists the modules), so a change under detect/, rescue/, wire/, exchange/ or proxy/
+# installs the package again.
 COMPILED := $(shell find src/looprescue/detect src/looprescue/rescue src/looprescue/wire \
-	src/looprescue/proxy -name '*.py')
+	src/looprescue/exchange src/looprescue/proxy -name '*.py')
 
 $(STAMP): pyproject.toml setup.py $(COMPILED) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

@@ -24,10 +24,12 @@ from setuptools import Extension, setup
 # one run of bench_proxy_cpu. The rest of looprescue runs once per request.)
 RESCUE = ("blocks", "budget", "cut", "engine", "events", "release")
 WIRE = ("anthropic", "base", "jsonfast", "openai", "responses", "sse")
-PROXY = ("exchange", "feed", "http1", "server")
+EXCHANGE = ("core", "feed")
+PROXY = ("http1", "server")
 HOT_PATH = (
     [f"src/looprescue/rescue/{name}.py" for name in RESCUE]
     + [f"src/looprescue/wire/{name}.py" for name in WIRE]
+    + [f"src/looprescue/exchange/{name}.py" for name in EXCHANGE]
     + [f"src/looprescue/proxy/{name}.py" for name in PROXY]
 )
 COMPILED = (

@@ -21,7 +21,7 @@ from tests.test_proxy_faults import openai_body
 from tests.test_proxy_http import loop_records
 
 from looprescue.config import LoopRescueConfig
-from looprescue.proxy.exchange import Exchange, Step, _join_deltas
+from looprescue.exchange.core import Exchange, Step, _join_deltas
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import BlockStopped, ReasoningDelta, TextDelta
 from looprescue.wire.openai import OpenAIWire

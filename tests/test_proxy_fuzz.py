@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprescue.config import LoopRescueConfig
-from looprescue.proxy.exchange import Exchange
+from looprescue.exchange.core import Exchange
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import ResumeTimedOut
 from looprescue.wire.anthropic import AnthropicWire

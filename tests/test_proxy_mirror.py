@@ -20,8 +20,8 @@ from tests.test_proxy_faults import anthropic_body, openai_body
 from tests.test_proxy_http import loop_records
 
 from looprescue.config import load_config
-from looprescue.proxy.exchange import WATCH_BATCH_BYTES, Exchange, Step
-from looprescue.proxy.feed import DirectFeed
+from looprescue.exchange.core import WATCH_BATCH_BYTES, Exchange, Step
+from looprescue.exchange.feed import DirectFeed
 from looprescue.rescue.engine import RescueEngine
 from looprescue.rescue.events import UpstreamFailed
 from looprescue.wire.anthropic import AnthropicWire

@@ -24,8 +24,8 @@ from tests.test_proxy_http import CONTINUATION, ProxyServer, stream_anthropic
 from tests.test_proxy_tls import certificate  # noqa: F401 - a fixture
 
 from looprescue.config import LoopRescueConfig, load_config
+from looprescue.exchange.upstream import UpstreamError
 from looprescue.proxy.http1 import Http1Transport
-from looprescue.proxy.upstream import UpstreamError
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 

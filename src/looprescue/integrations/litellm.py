@@ -47,8 +47,8 @@ except ModuleNotFoundError as exc:
     raise (missing_extra(exc, "looprescue.integrations.litellm") or exc) from None
 
 from ..config import ConfigError, LoopRescueConfig, config_from_mapping, load_config
+from ..exchange.upstream import UpstreamError
 from ..proxy.service import Rejected, Rescue, RescueService
-from ..proxy.upstream import UpstreamError
 from ..wire import jsonfast
 from ..wire.anthropic import AnthropicWire
 from ..wire.base import Wire

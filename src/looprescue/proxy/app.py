@@ -28,6 +28,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..config import LoopRescueConfig
+from ..exchange.upstream import (
+    Transport,
+    UpstreamError,
+    UpstreamResponse,
+    forward_headers,
+    response_headers,
+)
 from ..rescue.engine import RescueStats
 from ..rescue.events import EmitError
 from ..wire import jsonfast
@@ -39,13 +46,6 @@ from .http1 import Http1Transport
 from .reply import REPLY_EXTENSION, AsgiReply, ClientGone, Reply
 from .service import Prepared, Rejected, RescueService
 from .state import StateStore
-from .upstream import (
-    Transport,
-    UpstreamError,
-    UpstreamResponse,
-    forward_headers,
-    response_headers,
-)
 
 
 @dataclass

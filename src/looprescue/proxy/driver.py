@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import LoopRescueConfig
+from ..exchange.core import Exchange, Step
+from ..exchange.feed import DirectFeed, feed_item
+from ..exchange.upstream import Transport, UpstreamError, UpstreamResponse
 from ..rescue.events import ResumeTimedOut, SendRequest, UpstreamFailed
 from ..wire import jsonfast
 from .audit import AuditLog, RequestClock
-from .exchange import Exchange, Step
-from .feed import DirectFeed, feed_item
 from .state import StateStore
-from .upstream import Transport, UpstreamError, UpstreamResponse
 
 KEEPALIVE_SECONDS = 15.0
 # After the end-of-message event, read at most this much more of a response (its last chunk

@@ -40,7 +40,7 @@ from urllib.parse import unquote, urlsplit
 import httptools
 
 from ..config import ProxyConfig
-from .upstream import UpstreamError
+from ..exchange.upstream import UpstreamError
 
 IDLE_EXPIRY_SECONDS = 2.0  # inside common server keep-alive timeouts (uvicorn's is 5 s)
 HIGH_WATER = 1 << 20  # stop reading from a response whose client lags by this many bytes

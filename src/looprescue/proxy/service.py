@@ -23,6 +23,8 @@ from typing import Any
 import anyio
 
 from ..config import LoopRescueConfig
+from ..exchange.core import Exchange
+from ..exchange.upstream import Transport, UpstreamError, response_headers
 from ..guard import OUTCOME_HEADER, GuardVerdict, ToolGuard
 from ..metrics import metrics_for
 from ..rescue.conversation import conversation_key, conversation_language
@@ -34,9 +36,7 @@ from ..wire import jsonfast
 from ..wire.base import Wire
 from .audit import AuditLog
 from .driver import ExchangeDriver
-from .exchange import Exchange
 from .state import StateStore, open_store
-from .upstream import Transport, UpstreamError, response_headers
 
 # Request bodies larger than this are parsed and serialized in a worker thread, and ones larger
 # than START_OFF_LOOP_BYTES are started there (history sanitization reads the history's new

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, TypeVar
 
+from ..exchange.upstream import Transport, UpstreamError, forward_headers
 from ..proxy.service import Answer, Prepared, Rejected, Rescue, RescueService
-from ..proxy.upstream import Transport, UpstreamError, forward_headers
 from ..wire.base import wire_for
 from .upstream import AsyncUpstream, ThreadedUpstream
 

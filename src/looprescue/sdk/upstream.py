@@ -17,7 +17,7 @@ from concurrent.futures import Executor
 from types import ModuleType
 from typing import Any
 
-from ..proxy.upstream import UpstreamError
+from ..exchange.upstream import UpstreamError
 
 
 def _failure(lib: ModuleType, err: Exception, before_response: bool) -> UpstreamError:

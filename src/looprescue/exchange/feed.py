@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..rescue.events import UpstreamFailed
-from .exchange import Exchange, Step
+from .core import Exchange, Step
 from .upstream import UpstreamError
 
 
