@@ -33,7 +33,8 @@ from tests.support.loopgen import Case, width
 from looprescue.config import DetectorConfig
 from looprescue.detect import Hit, StreamDetector
 from looprescue.detect.asked import asked_ranges
-from looprescue.detect.channel import STRIDE, ChannelDetector
+from looprescue.detect.channel import ChannelDetector
+from looprescue.detect.limits import STRIDE
 from looprescue.detect.rules.periodic import LONG_CODE_LINE_FACTOR
 
 SHORT_UNIT = 150

@@ -12,7 +12,8 @@ from looprescue.config import DetectorConfig
 from looprescue.corpus import load_corpus
 from looprescue.detect import StreamDetector, scan_text
 from looprescue.detect.buffer import fold
-from looprescue.detect.channel import STRIDE, ChannelDetector
+from looprescue.detect.channel import ChannelDetector
+from looprescue.detect.limits import STRIDE
 from looprescue.detect.recurrence import TRIM_SLACK
 
 WORDS = [

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.limits import STRIDE
 from looprescue.detect.nearcopy import extend_over_near_copies, with_renumbered_heading
 from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.imports import ImportsRule
@@ -22,11 +22,6 @@ from looprescue.detect.rules.restate import RestateRule
 from looprescue.detect.rules.rows import TableRowsRule
 from looprescue.detect.rules.stutter import StutterRule
 from looprescue.detect.segment import Segmenter
-
-# Rules run at checkpoints every STRIDE chars of the channel (absolute offsets, so the same
-# text hits the same checkpoints in any chunking). 128 keeps detection delay well below the 600
-# chars a cycle needs anyway, while making the work per delta a list append.
-STRIDE: Final = 128
 
 
 class ChannelDetector:

@@ -12,6 +12,7 @@ from typing import Final, Protocol
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Hit
+from looprescue.detect.limits import LONG_UNIT
 from looprescue.detect.text import (
     LONG_SENTENCE,
     SENTENCE_END,
@@ -54,11 +55,6 @@ class TableSink(Protocol):
     def on_row(self, row: str, start: int, end: int) -> Hit | None: ...
 
     def end_table(self) -> None: ...
-
-
-# Units longer than this are judged by their length alone (never a phrase or a short line),
-# which keeps decisions independent of how much old text happens to be held.
-LONG_UNIT: Final = 4096
 
 
 class Segmenter:

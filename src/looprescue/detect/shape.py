@@ -11,6 +11,8 @@ import re
 from enum import Enum
 from typing import Final
 
+from looprescue.detect.limits import CLAUSE_LETTERS
+
 # Characters that draw lines and borders: rules, table separators, box drawing, ellipses.
 _DIVIDER: Final = re.compile(r"[\s\-=_*~+|:.·•…—–─-╿▀-▟■□▪▫◆◇○●]*")
 _LETTER: Final = re.compile(r"[^\W\d_]")
@@ -68,7 +70,6 @@ def is_letter(ch: str) -> bool:
 # A clause of words, as a stutter repeats it (rules ``stutter`` and ``cycle``): at least
 # CLAUSE_LETTERS letters, and two words or more (or a script written without spaces). A word
 # or a short cry said again (``very, very, very``, ``加油，加油``) is emphasis, not a stutter.
-CLAUSE_LETTERS: Final = 6
 CLAUSE_MARKS: Final = "，,、；;"
 CLAUSE_MARK: Final = re.compile(f"[{CLAUSE_MARKS}]")
 CLAUSE_MARK_CHARS: Final = frozenset(CLAUSE_MARKS)

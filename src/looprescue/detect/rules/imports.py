@@ -20,7 +20,7 @@ from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.rules.pool import REPEAT_WITHIN
+from looprescue.detect.limits import ONSET_COVERAGE, REPEAT_WITHIN
 from looprescue.detect.streak import UnitRun
 from looprescue.detect.text import excerpt
 
@@ -46,7 +46,6 @@ THIRD_TIME: Final = 3
 # Import lines a run keeps for finding its onset, and the most distinct ones a batch has.
 HORIZON: Final = 64
 MAX_MEMBERS: Final = 12
-ONSET_COVERAGE: Final = 0.5
 # An unfinished line longer than this is no import line of a loop (held no longer).
 LONGEST_IMPORT: Final = 200
 

@@ -19,7 +19,7 @@ from collections import deque
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.rules.pool import REPEAT_WITHIN
+from looprescue.detect.limits import REPEAT_WITHIN
 from looprescue.detect.streak import UnitRun
 from looprescue.detect.text import excerpt
 

@@ -56,8 +56,8 @@ from typing import Final, Protocol
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import DIGIT_CHARS, TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.limits import HOLD_CHARS, pool_horizon
 from looprescue.detect.recurrence import SuffixIndex
-from looprescue.detect.rules.pool import HOLD_CHARS, pool_horizon
 from looprescue.detect.shape import (
     CLAUSE_MARKS,
     NO_SPACES_SCRIPT,

@@ -38,24 +38,18 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.limits import (
+    HOLD_CHARS,
+    ONSET_COVERAGE,
+    REPEAT_WITHIN,
+    pool_horizon,
+)
 from looprescue.detect.shape import text_width
 from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
 
-# Sentences of the current run kept for finding the onset: a pool is confirmed within a window
-# or two of its start.
-HORIZON_WINDOWS: Final = 3
-# Coverage the batch keeps from its onset on: lower than the firing coverage, because a batch's
-# first appearances include variants that never come back ("Let me output." once, then "Go.").
-ONSET_COVERAGE: Final = 0.5
-# A pool's batch comes back to one of its phrases within this many sentences (reshuffled
-# phrases repeat early; a fixed rotation is a cycle, which the periodic rule cuts).
-REPEAT_WITHIN: Final = 8
-# Phrases of at most this many chars are what a pool's batch is made of ("Go.", "Let me
-# write.", "输出。"): only they are held back while a pool may form. A longer short sentence
-# still counts toward a pool, but a run of them is released at once, so healthy reasoning
-# ("Let me check the caller first.") is not held.
-HOLD_CHARS: Final = 20
+# (HOLD_CHARS: a longer short sentence still counts toward a pool, but a run of them is
+# released at once, so healthy reasoning, "Let me check the caller first.", is not held.)
 # An unfinished sentence whose phrase is this long can no longer turn out a held phrase: it is
 # not asked again until the next sentence begins.
 FREE_AFTER: Final = HOLD_CHARS + 24
@@ -69,17 +63,6 @@ LONG_MEMORY: Final = 64
 # Sentences whose phrase is remembered: a pool repeats a handful of them hundreds of times, and
 # normalising one costs more than looking it up. Forgotten all at once when full (bounded).
 PHRASES_REMEMBERED: Final = 256
-
-
-# The narrowest phrase a pool is made of: one CJK char and its full stop (``好。``, 3 wide).
-NARROWEST_PHRASE: Final = 3
-
-
-def pool_horizon(cfg: DetectorConfig) -> int:
-    """Sentences of the current run kept (and held back) while a pool may still form: a
-    window or two past the start, and enough of the narrowest phrases to fill
-    ``poolMinChars`` (a pool of ``好。/输出。`` written without spaces needs a hundred)."""
-    return HORIZON_WINDOWS * cfg.poolWindow + cfg.poolMinChars // NARROWEST_PHRASE
 
 
 class PoolRule:

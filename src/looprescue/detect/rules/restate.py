@@ -40,12 +40,11 @@ from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.limits import LONG_UNIT
 from looprescue.detect.shape import char_widths, text_width
 from looprescue.detect.text import SENTENCE_END, LineKind, classify_line, excerpt
 
 RESTATED_MIN_WIDTH: Final = 20
-# Units of the shown answer longer than this are not looked for.
-LONGEST_UNIT: Final = 4096
 # Short units (list items, code) that open a continuation before anything is restated: after
 # this many the opening is over, so a continuation of short lines is not held back for long.
 OPENING_UNITS: Final = 4
@@ -85,7 +84,8 @@ def units_of(text: str) -> list[str]:
         begin = end
     if begin < size:
         units.append(text[begin:])
-    return [u for u in map(fold_unit, units) if len(u) <= LONGEST_UNIT and _says_something(u)]
+    # (longer units of the shown answer are not looked for)
+    return [u for u in map(fold_unit, units) if len(u) <= LONG_UNIT and _says_something(u)]
 
 
 class RestateRule:

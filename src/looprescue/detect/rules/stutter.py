@@ -40,7 +40,7 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.segment import LONG_UNIT
+from looprescue.detect.limits import LONG_UNIT
 from looprescue.detect.shape import (
     CLAUSE_MARK,
     CLAUSE_MARKS,
