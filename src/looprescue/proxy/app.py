@@ -39,7 +39,8 @@ from ..rescue.engine import RescueStats
 from ..rescue.events import EmitError
 from ..wire import jsonfast
 from ..wire.anthropic import AnthropicWire
-from ..wire.base import Wire, wire_for
+from ..wire.base import Wire
+from ..wire.registry import wire_for
 from .driver import gateway_status
 from .endpoints import own_routes
 from .http1 import Http1Transport

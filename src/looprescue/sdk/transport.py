@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from ..exchange.upstream import Transport, UpstreamError, forward_headers
 from ..proxy.service import Answer, Prepared, Rejected, Rescue, RescueService
-from ..wire.base import wire_for
+from ..wire.registry import wire_for
 from .upstream import AsyncUpstream, ThreadedUpstream
 
 T = TypeVar("T")

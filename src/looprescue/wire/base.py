@@ -1,6 +1,6 @@
 """One wire object per protocol: everything the proxy knows about how a protocol is spelled.
 
-A :class:`Wire` is chosen once per client request (:func:`wire_for`) and holds:
+A :class:`Wire` is chosen once per client request (``registry.wire_for``) and holds:
 
 * the stream decoder (SSE events -> engine events), the encoder (engine client items -> SSE
   bytes) and the collector (engine client items -> one complete response body), plus the
@@ -10,7 +10,8 @@ A :class:`Wire` is chosen once per client request (:func:`wire_for`) and holds:
   message, the retry overrides and lighter reasoning to a request body, how to prune loops
   out of its history, and what a valid request body looks like.
 
-Nothing outside a wire object branches on the protocol.
+Nothing outside a wire object branches on the protocol. This module is the base the codecs
+build on, so it imports none of them; ``registry.py`` does.
 """
 
 from __future__ import annotations
@@ -135,27 +136,6 @@ class Wire(ABC):
         self, body: Mapping[str, Any], pruner: HistoryPruner
     ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:
         """Loops cut out of the request's earlier assistant messages (``proxy/history.py``)."""
-
-
-def wire_for(method: str, path: str) -> type[Wire] | None:
-    """The wire of requests the engine handles on this route (None: relay unchanged); build it
-    with the request's body (``wire(body)``)."""
-    if method != "POST":
-        return None
-    trimmed = path.rstrip("/")
-    if trimmed.endswith("/v1/messages") or trimmed == "/messages":
-        from .anthropic import AnthropicWire
-
-        return AnthropicWire
-    if trimmed.endswith("/chat/completions"):
-        from .openai import OpenAIWire
-
-        return OpenAIWire
-    if trimmed.endswith("/v1/responses") or trimmed == "/responses":
-        from .responses import ResponsesWire
-
-        return ResponsesWire
-    return None
 
 
 # --------------------------------------------------------------------------- shared pieces
