@@ -1,4 +1,4 @@
-"""The typed decoding of frames (``proxy/frames.py``) decides as the general path does."""
+"""The typed decoding of frames (``wire/frames.py``) decides as the general path does."""
 
 from __future__ import annotations
 

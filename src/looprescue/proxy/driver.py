@@ -1,5 +1,5 @@
-"""The I/O around one :class:`~looprescue.proxy.exchange.Exchange`: send the requests it names
-over a :class:`~looprescue.proxy.upstream.Transport`, feed it what comes back, hand the client
+"""The I/O around one :class:`~looprescue.exchange.Exchange`: send the requests it names
+over a :class:`~looprescue.exchange.Transport`, feed it what comes back, hand the client
 bytes out, store state and write audit lines.
 
 :meth:`ExchangeDriver.stream` is an async iterator of client bytes (what a streaming HTTP

@@ -1,4 +1,4 @@
-"""The wrapper's upstream side: the proxy's :class:`~looprescue.proxy.upstream.Transport`
+"""The wrapper's upstream side: the exchange's :class:`~looprescue.exchange.Transport`
 interface over the SDK client's own HTTP transport, so rescued requests (continuations
 included) go out exactly as the client's own would: its connection pool, proxies, TLS settings
 and per-request timeouts.

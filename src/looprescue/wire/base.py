@@ -135,7 +135,7 @@ class Wire(ABC):
     def prune_history(
         self, body: Mapping[str, Any], pruner: HistoryPruner
     ) -> tuple[dict[str, Any] | None, list[HistoryCut]]:
-        """Loops cut out of the request's earlier assistant messages (``proxy/history.py``)."""
+        """Loops cut out of the request's earlier assistant messages (``wire/history.py``)."""
 
 
 # --------------------------------------------------------------------------- shared pieces
