@@ -10,7 +10,8 @@ the conversation's new state, ``AuditRecord`` goes to the audit log.
 What the client sees:
 
 * Text the detector cannot be part of a future loop (``StreamDetector.safe_offset``) is
-  released at once; only the suspicious tail of a channel is held back (``release.py``). When a
+  released at once; only the suspicious tail of a channel is held back. Each upstream attempt's
+  stream does that on its own (``attempt.py``, with its queue in ``release.py``). When a
   block ends, its held text is released (the loop did not confirm before the model moved on).
   Held text waits at most ``holdMaxMs`` on the clock the adapter tells (``tick``) and lags the
   newest char by at most ``holdMaxChars``; what passes a bound and then turns out loop is
@@ -31,7 +32,6 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -39,10 +39,11 @@ from ..config import LoopRescueConfig
 from ..detect.asked import asked_ranges
 from ..detect.hits import Hit
 from . import marker as notes
-from .blocks import ClientBlocks
-from .budget import MIN_RESUME_TOKENS, estimate_tokens, tokens_left
+from .attempt import UNLIMITED, Attempt, ClientSide, HoldRules, LoopDetector
+from .budget import MIN_RESUME_TOKENS, tokens_left
 from .continuation import (
     KeptWork,
+    LoopSummary,
     RequestEditor,
     build_continuation,
     correction_inputs,
@@ -58,14 +59,11 @@ from .events import (
     BlockStopped,
     Channel,
     CloseUpstream,
-    EmitDelta,
     EmitError,
     EmitFinish,
-    EmitMarker,
     EmitMessageStart,
     EmitOpaque,
     EmitPing,
-    EmitSignature,
     EngineOutput,
     FinishReported,
     MessageEnded,
@@ -77,6 +75,7 @@ from .events import (
     SaveConversation,
     SendRequest,
     SignatureDelta,
+    StopReason,
     TextDelta,
     ToolArgsDelta,
     UpstreamEvent,
@@ -86,12 +85,10 @@ from .events import (
 )
 from .ladder import CUT, FAILED, FINISHED, rung_for, with_rung
 from .marker import Lang
-from .release import Released, ReleaseQueue
-from .sanitize import HistoryCache, HistoryCut, sanitize_history
+from .sanitize import HistoryCache, sanitize_history
+from .stats import RescueStats
 
-_UNLIMITED = 1 << 62
 _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
-_UNCUT_KINDS = frozenset({"tool_call", "opaque"})
 # rules after whose cut the response finishes instead of resuming: the answer is whole
 # (overrun), or the continuation copies its correction (parrot) or the answer shown before it
 # (restate), which a new one, sent the same, would repeat
@@ -121,69 +118,8 @@ def applies_to(config: LoopRescueConfig, model: str | None) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in config.models)
 
 
-@dataclass
-class RescueStats:
-    """What happened in one client response (the adapter can aggregate these)."""
-
-    upstream_attempts: int = 1
-    detections: int = 0
-    rescues: int = 0
-    cuts: int = 0
-    deferred_prunes: int = 0
-    cap_stops: int = 0
-    resume_failures: int = 0
-    pruned_chars: int = 0
-    # Counted from the loop's onset when the loop is confirmed: chars of the one copy a periodic
-    # loop may keep that had reached the client, and chars past the prune point that had (the
-    # design target is zero).
-    kept_loop_chars: int = 0
-    leaked_loop_chars: int = 0
-    released_chars: int = 0
-    marker_chars: int = 0
-    max_held_chars: int = 0
-    hits: list[dict[str, Any]] = field(default_factory=list)
-    # loops cut out of the request's history before it went upstream (``sanitize.py``)
-    history_removed_chars: int = 0
-    history_cuts: list[HistoryCut] = field(default_factory=list)
-    # each upstream failure the engine saw: the HTTP status, else the failure's kind
-    upstream_errors: list[str] = field(default_factory=list)
-    # the recovery ladder's rung of the last continuation, and how the response ended on it
-    rung: str = ""
-    rung_outcome: str = ""
-
-
-class _Attempt:
-    """State of one upstream request within the response."""
-
-    def __init__(self, number: int, detector: Any, visible_base: Mapping[str, int]) -> None:
-        self.number = number
-        self.detector = detector
-        self.blocks: dict[int, BlockStarted] = {}
-        self.open: set[int] = set()
-        self.stopped: set[int] = set()
-        self.pruned: dict[int, int] = {}  # up index -> chars dropped from that block
-        self.suppressed: set[int] = set()
-        self.fed = {"reasoning": 0, "text": 0}
-        self.released = {"reasoning": 0, "text": 0}
-        # chars of each channel the client had from earlier attempts when this one began
-        self.visible_base = dict(visible_base)
-        self.channel_text: dict[str, list[str]] = {"reasoning": [], "text": []}
-        self.deltas = 0  # reasoning and text deltas received (see _attempt_tokens)
-        self.queue = ReleaseQueue()
-        self.usage = Usage()  # everything the upstream reported, message start included
-        self.reported = Usage()  # what its end-of-message usage said (passed on at the finish)
-        self.finish: FinishReported | None = None
-        # a continuation after text reached the client: its reasoning is watched, not shown
-        # (a reasoning block after text makes clients that show the text after the last one
-        # drop the answer kept before the loop)
-        self.hide_reasoning = False
-
-    def text_of(self, channel: str) -> str:
-        joined = "".join(self.channel_text[channel])
-        self.channel_text[channel] = [joined]
-        return joined
-
-
+# Each handler takes the event type its table entry pairs it with; a Callable type cannot say
+# that per entry, so the event is typed loosely here and precisely in each handler.
 Handler = Callable[["RescueEngine", Any], list[EngineOutput]]
 
 
@@ -201,7 +137,7 @@ class RescueEngine:
         request_body: Mapping[str, Any],
         conversation: ConversationState | None = None,
         lang: Lang = "en",
-        detector_factory: Callable[[], Any] | None = None,
+        detector_factory: Callable[[], LoopDetector] | None = None,
         *,
         history_cache: HistoryCache | None = None,
         conversation_key: str = "",
@@ -225,20 +161,23 @@ class RescueEngine:
         self._loop_copy = ""
         self._detector_factory = detector_factory  # None: the default StreamDetector
         self._watched = _WATCHED[config.watch]
-        # held text never lags the newest char by more than this (config.holdMaxChars)
-        self._hold_max = _UNLIMITED if config.holdMaxChars is None else config.holdMaxChars
-        # nor waits longer than this (config.holdMaxMs), on the clock the adapter tells
-        # (``tick``); -1: no time told yet, or no bound
-        self._hold_ms = -1.0 if config.holdMaxMs is None else float(config.holdMaxMs)
-        self._now = -1.0
         self._acting = config.mode != "observe"
-        # True while channel text waits for the end of a batch of events to be judged
-        self._release_due = False
-        self._more = False
-        self._visible: dict[str, list[str]] = {"reasoning": [], "text": []}
-        self._visible_chars = {"reasoning": 0, "text": 0}
-        self._attempt = _Attempt(0, self._new_detector(), self._visible_chars)
-        self._blocks = ClientBlocks()
+        self._hold = HoldRules(
+            watched=self._watched,
+            acting=self._acting,
+            # held text never lags the newest char by more than this (config.holdMaxChars)
+            max_chars=UNLIMITED if config.holdMaxChars is None else config.holdMaxChars,
+            # nor waits longer than this (config.holdMaxMs), on the clock the adapter tells
+            # (``tick``); -1: no bound
+            max_ms=-1.0 if config.holdMaxMs is None else float(config.holdMaxMs),
+            marker=config.marker,
+            lang=lang,
+        )
+        self._client = ClientSide(self.stats)
+        self._visible = self._client.visible
+        self._visible_chars = self._client.visible_chars
+        self._blocks = self._client.blocks
+        self._attempt = Attempt(0, self._new_detector(), self._hold, self._client)
         # what the attempts cut before this one cost (their output estimated where the cut
         # left it unreported): the client's usage adds up every attempt
         self._earlier_usage = Usage()
@@ -249,7 +188,7 @@ class RescueEngine:
         self._loop_spans: list[tuple[int, int]] = []
         self.state = EngineState.AWAITING_START
 
-    def _new_detector(self) -> Any:
+    def _new_detector(self) -> LoopDetector:
         factory = self._detector_factory
         if factory is not None:
             return factory()
@@ -332,15 +271,17 @@ class RescueEngine:
         instead of after each: what goes out is the same, in one piece, as early as the
         client could have had it (in the same write), and the detector is asked less."""
         handler = self._table.get(type(event)) or self._fallback
-        if not self._release_due:
-            self._more = more
+        attempt = self._attempt
+        if not attempt.release_due:
+            attempt.more = more
             out = handler(self, event)
         else:
             # anything but more channel text first lets out what the run before it cleared
             out = [] if type(event) in _CHANNEL_DELTAS else self._settle()
-            self._more = more
+            attempt.more = more
             out += handler(self, event)
-        if self._release_due and not more:
+        # (a continuation begun by the handler starts with nothing to settle)
+        if self._attempt.release_due and not more:
             out += self._settle()
         return out
 
@@ -348,27 +289,19 @@ class RescueEngine:
         """The adapter's clock (ms, never going back): held text that came in
         ``holdMaxMs`` or more before goes out now, whatever the watermark says. The adapter
         ticks before it feeds each read; an engine never ticked has no time bound."""
-        queue = self._attempt.queue
-        if self._now < 0:
-            queue.restamp(now_ms)  # pieces from before the clock started wait from now
-        self._now = now_ms
-        if self._hold_ms < 0 or self._state is not EngineState.STREAMING or self._release_due:
+        attempt = self._attempt
+        attempt.clock(now_ms)
+        if self._state is not EngineState.STREAMING:
             return []
-        oldest = queue.oldest_at()
-        if oldest is None or oldest > now_ms - self._hold_ms:
-            return []
-        out = self._release(self._safe_offset)
-        self._note_held()
-        return out
+        return attempt.release_overdue()
 
     def _settle(self) -> list[EngineOutput]:
         """Release what the deferred run of channel text cleared."""
-        self._release_due = False
+        attempt = self._attempt
         if self._state is not EngineState.STREAMING:
+            attempt.release_due = False
             return []
-        out = self._release(self._safe_offset)
-        self._note_held()
-        return out
+        return attempt.settle()
 
     def kept_work(self) -> KeptWork:
         """What may go back upstream: the visible reasoning up to where a loop began, and the
@@ -421,9 +354,7 @@ class RescueEngine:
         suspicion begins) or at the last sentence end, whichever comes first."""
         attempt = self._attempt
         watched = [
-            index
-            for index, block in attempt.blocks.items()
-            if block.kind in self._watched and index not in attempt.suppressed
+            index for index, block in attempt.blocks.items() if attempt.watches(block, index)
         ]
         if not watched:
             return []
@@ -443,46 +374,31 @@ class RescueEngine:
 
     def _on_block_started(self, event: BlockStarted) -> list[EngineOutput]:
         attempt = self._attempt
-        if event.index in attempt.blocks:
-            return self._malformed(f"block {event.index} started twice")
-        attempt.blocks[event.index] = event
-        attempt.open.add(event.index)
+        problem = attempt.start_block(event)
+        if problem is not None:
+            return self._malformed(problem)
         if event.kind == "reasoning" or event.kind == "text":
             return []  # opened on the client with its first released character
-        return self._enqueue(event)
-
-    def _block_for(self, index: int, kind: BlockKind) -> str | None:
-        """Why a piece of ``kind`` cannot go into upstream block ``index`` (None: it can; a
-        block first seen through its content is started implicitly)."""
-        attempt = self._attempt
-        block = attempt.blocks.get(index)
-        if block is None:
-            attempt.blocks[index] = BlockStarted(index, kind)
-            attempt.open.add(index)
-            return None
-        if index in attempt.stopped:
-            return f"content for block {index} after it stopped"
-        if block.kind != kind:
-            return f"{kind} content for {block.kind} block {index}"
-        return None
+        return attempt.enqueue(event)
 
     def _on_queued_event(self, event: ToolArgsDelta | SignatureDelta) -> list[EngineOutput]:
         kind: BlockKind = "tool_call" if isinstance(event, ToolArgsDelta) else "reasoning"
-        problem = self._block_for(event.index, kind)
+        attempt = self._attempt
+        problem = attempt.block_problem(event.index, kind)
         if problem is not None:
             return self._malformed(problem)
-        return self._enqueue(event)
+        return attempt.enqueue(event)
 
     def _on_opaque(self, event: Opaque) -> list[EngineOutput]:
         """What the engine does not model goes on as it came, in its place behind held text."""
         index = event.index
+        attempt = self._attempt
         if index is not None:
-            attempt = self._attempt
             if index not in attempt.blocks:
                 return self._malformed(f"content for block {index} before it started")
             if index in attempt.stopped or index in attempt.suppressed:
                 return []  # its block is over, or its text was cut away
-        return self._enqueue(event)
+        return attempt.enqueue(event)
 
     def _on_opaque_first(self, event: Opaque) -> list[EngineOutput]:
         # before the message began nothing is held: a message-level value goes on at once
@@ -490,88 +406,20 @@ class RescueEngine:
             return self._on_out_of_order(event)
         return [EmitOpaque(None, event.payload)]
 
-    def _enqueue(self, event: UpstreamEvent) -> list[EngineOutput]:
-        queue = self._attempt.queue
-        if queue:
-            queue.push_event(event)
-            return []
-        return self._emit_event(event)
-
     def _on_channel_delta(self, event: ReasoningDelta | TextDelta) -> list[EngineOutput]:
         attempt = self._attempt
         channel: Channel = "reasoning" if type(event) is ReasoningDelta else "text"
         index = event.index
         if index not in attempt.open or attempt.blocks[index].kind != channel:
-            problem = self._block_for(index, channel)
+            problem = attempt.block_problem(index, channel)
             if problem is not None:
                 return self._malformed(problem)
-        text = event.text
-        if not text:
-            return []
-        if index in attempt.suppressed:
-            attempt.pruned[index] = attempt.pruned.get(index, 0) + len(text)
-            self.stats.pruned_chars += len(text)
-            return []
-        watched = channel in self._watched
-        hit = None
-        deltas = 1
-        parts = event.parts
-        if parts is None:
-            if watched:
-                hit = attempt.detector.feed(channel, text)
-        elif watched:
-            # the deltas one by one, as they came: none after the one the detector fired on
-            # is taken (nor was it read, had it come alone)
-            detector = attempt.detector
-            taken = 0
-            deltas = len(parts)
-            for number, part in enumerate(parts):
-                hit = detector.feed(channel, part)
-                taken += len(part)
-                if hit is not None:
-                    text, deltas = text[:taken], number + 1
-                    break
-        else:
-            deltas = len(parts)
-        fed = attempt.fed
-        start = fed[channel]
-        end = fed[channel] = start + len(text)
-        attempt.channel_text[channel].append(text)
-        attempt.deltas += deltas
-        queue = attempt.queue
-        if watched:
-            if hit is not None:
-                queue.push_text(index, channel, start, text, self._now)
-                return self._on_hit(hit, index)
-            if self._acting:
-                if self._more:
-                    # more deltas of this read follow: judge them together after the last one
-                    queue.push_text(index, channel, start, text, self._now)
-                    self._release_due = True
-                    return []
-                safe = self._safe_offset(channel)
-                # this judges the whole run of the read so far: nothing is left to settle
-                self._release_due = False
-                if not queue and safe >= end:
-                    # nothing held before it and nothing of it suspicious: straight out
-                    return self._emit_text(index, channel, text)
-                queue.push_text(index, channel, start, text, self._now)
-                out = self._release(self._safe_offset, {channel: safe})
-                self._note_held()
-                return out
-        if not queue:
-            return self._emit_text(index, channel, text)  # nothing to hold it back
-        queue.push_text(index, channel, start, text, self._now)
-        if not self._acting:
-            return self._release(None)
-        out = self._release(self._safe_offset)
-        self._note_held()
-        return out
-
-    def _note_held(self) -> None:
-        held = self._attempt.queue.held_chars
-        if held > self.stats.max_held_chars:
-            self.stats.max_held_chars = held
+        out = attempt.feed_text(index, channel, event.text, event.parts)
+        hit = attempt.hit
+        if hit is None:
+            return out
+        attempt.hit = None
+        return self._on_hit(hit, index)
 
     def _on_block_stopped(self, event: BlockStopped) -> list[EngineOutput]:
         attempt = self._attempt
@@ -579,24 +427,20 @@ class RescueEngine:
         if block is None or event.index in attempt.stopped:
             return []
         out: list[EngineOutput] = []
-        if block.kind in self._watched and event.index not in attempt.suppressed:
+        if attempt.watches(block, event.index):
             # The channel's text is complete: let the detector judge its last chars too.
-            hit = attempt.detector.flush(block.kind)
+            hit = attempt.detector.flush(block.kind)  # type: ignore[arg-type]
             if hit is not None:
                 out = self._on_hit(hit, event.index)
                 if self.state is not EngineState.STREAMING:
                     return out
-        attempt.open.discard(event.index)
-        attempt.stopped.add(event.index)
-        attempt.queue.push_event(event)
-        # The block is final: whatever of it was still suspicious did not become a loop.
-        return out + self._release(None)
+        return out + attempt.stop_block(event)
 
     def _on_message_ended(self, event: MessageEnded) -> list[EngineOutput]:
         attempt = self._attempt
-        out = self._release(None)
+        out = attempt.release(None)
         for index in sorted(attempt.open):
-            out += self._emit_event(BlockStopped(index))
+            out += attempt.emit_event(BlockStopped(index))
         attempt.open.clear()
         out += self._blocks.close_all()
         finish = attempt.finish
@@ -608,83 +452,11 @@ class RescueEngine:
         # Held text is suspicious and the response fails anyway: it is not released.
         return self._end_with_error(event)
 
-    # ------------------------------------------------------------------ release
-
-    def _safe_offset(self, channel: Channel) -> int:
-        """How far ``channel`` may go out: the detector's watermark, or the hold bounds when
-        they reach further (what passes a bound and then turns out loop counts as leaked)."""
-        if channel not in self._watched:
-            return _UNLIMITED
-        attempt = self._attempt
-        safe: int = attempt.detector.safe_offset(channel)
-        bound = attempt.fed[channel] - self._hold_max
-        now = self._now
-        if now >= 0 and self._hold_ms >= 0:
-            due = now - self._hold_ms
-            # text coming in now is due at once only when nothing may wait (holdMaxMs 0)
-            due_end = attempt.fed[channel] if due >= now else attempt.queue.due_end(channel, due)
-            bound = max(bound, due_end)
-        return max(safe, bound)
-
-    def _release(
-        self, safe_offset: Callable[[Channel], int] | None, known: dict[str, int] | None = None
-    ) -> list[EngineOutput]:
-        """Queued items up to the safe offsets (everything when ``safe_offset`` is None);
-        ``known``: safe offsets just asked for, not to be asked again."""
-        out: list[EngineOutput] = []
-        for item in self._attempt.queue.release(safe_offset, known):
-            if type(item) is Released:
-                out += self._emit_text(item.up_index, item.channel, item.text)
-            else:
-                out += self._emit_event(item)  # type: ignore[arg-type]
-        return out
-
-    def _emit_text(self, up_index: int, channel: Channel, text: str) -> list[EngineOutput]:
-        attempt = self._attempt
-        size = len(text)
-        if attempt.hide_reasoning and channel == "reasoning":
-            attempt.released[channel] += size
-            return []
-        index, out = self._blocks.opened(attempt.blocks[up_index])
-        attempt.released[channel] += size
-        self.stats.released_chars += size
-        self._visible[channel].append(text)
-        self._visible_chars[channel] += size
-        self._blocks.sent(index, text)
-        out.append(EmitDelta(index, channel, text))
-        return out
-
-    def _emit_event(self, event: UpstreamEvent) -> list[EngineOutput]:
-        attempt = self._attempt
-        if isinstance(event, BlockStarted):
-            return self._blocks.opened(event)[1]
-        if isinstance(event, ToolArgsDelta):
-            index, out = self._blocks.opened(attempt.blocks[event.index])
-            return [*out, EmitDelta(index, "tool_call", event.fragment)]
-        if isinstance(event, SignatureDelta):
-            if event.index in attempt.pruned or attempt.hide_reasoning:
-                return []  # it signs text the client never received
-            index, out = self._blocks.opened(attempt.blocks[event.index])
-            return [*out, EmitSignature(index, event.signature)]
-        if isinstance(event, Opaque):
-            if event.index is None:
-                return [EmitOpaque(None, event.payload)]
-            if event.index in attempt.suppressed:
-                return []  # it belongs to text that was cut away
-            index, out = self._blocks.opened(attempt.blocks[event.index])
-            return [*out, EmitOpaque(index, event.payload)]
-        if isinstance(event, BlockStopped):
-            out = []
-            if event.index in attempt.suppressed:
-                out += self._marker_for(event.index, attempt.pruned.get(event.index, 0))
-            return out + self._blocks.stopped(event.index)
-        raise TypeError(f"not a queued event: {event!r}")  # pragma: no cover - internal misuse
-
     # ------------------------------------------------------------------ loop confirmed
 
-    def _on_hit(self, hit: Any, up_index: int) -> list[EngineOutput]:
+    def _on_hit(self, hit: Hit, up_index: int) -> list[EngineOutput]:
         attempt = self._attempt
-        self._release_due = False  # the queue is settled below, whatever the action
+        attempt.release_due = False  # the queue is settled below, whatever the action
         channel: Channel = hit.channel
         fed = attempt.fed[channel]
         released = attempt.released[channel]
@@ -712,11 +484,11 @@ class RescueEngine:
         stats.hits.append({k: v for k, v in record.items() if k != "loop_text"})
         out: list[EngineOutput] = [AuditRecord("detection", {**record, "mode": self.config.mode})]
         # output tokens of the response so far, this attempt included (only a cut needs them)
-        spent = self._spent_tokens + (self._attempt_tokens() if self._acting else 0)
+        spent = self._spent_tokens + (attempt.tokens() if self._acting else 0)
         action = cut_action(
             mode=self.config.mode,
             # a tool call, or a block of a kind the engine does not know, is never cut into
-            tool_call_open=any(attempt.blocks[i].kind in _UNCUT_KINDS for i in attempt.open),
+            tool_call_open=attempt.tool_call_open(),
             tool_calls_sent=self._blocks.tool_calls_sent,
             rescues_in_a_row=self.conversation.consecutive_rescues + stats.rescues,
             max_rescues=self.config.maxConsecutiveRescues,
@@ -725,16 +497,12 @@ class RescueEngine:
             finishes=hit.rule in FINISHING_RULES,
         )
         if action is CutAction.OBSERVE:
-            return out + self._release(None)
+            return out + attempt.release(None)
 
         self._loops_acted_on += 1
         stats.pruned_chars += len(loop_text)
         attempt.pruned[up_index] = attempt.pruned.get(up_index, 0) + len(loop_text)
-        for item in attempt.queue.drain_keeping(channel, point.keep_to):
-            if type(item) is Released:
-                out += self._emit_text(item.up_index, item.channel, item.text)
-            else:
-                out += self._emit_event(item)  # type: ignore[arg-type]
+        out += attempt.release_keeping(channel, point.keep_to)
         onset = min(hit.loop_start, point.keep_to)
         if channel == "reasoning":
             # the continuation carries the reasoning from before the loop, none of the loop
@@ -751,7 +519,7 @@ class RescueEngine:
             out.append(AuditRecord("deferred_prune", {"channel": channel, "rule": hit.rule}))
             return out
 
-        out += self._marker_for(up_index, len(loop_text))
+        out += attempt.marker_for(up_index, len(loop_text))
         attempt.suppressed.update(attempt.open)
         attempt.open.clear()
         out += self._blocks.close_all()
@@ -781,20 +549,6 @@ class RescueEngine:
         summary = summarize_loop(channel=channel, channel_text=text, loop_start=hit.loop_start)
         return out + self._resume(summary, spent)
 
-    def _marker_for(self, up_index: int, chars: int) -> list[EngineOutput]:
-        if not self.config.marker or chars <= 0:
-            return []
-        block = self._attempt.blocks[up_index]
-        channel = "reasoning" if block.kind == "reasoning" else "text"
-        if channel == "reasoning" and self._attempt.hide_reasoning:
-            return []  # in reasoning the client is not shown
-        index, out = self._blocks.opened(block)
-        # on a line of its own: after a newline, or first in its block
-        prefix = "" if self._blocks.ends_line(index) else "\n"
-        text = f"{prefix}{notes.marker(channel, chars, self.lang)}\n"
-        self.stats.marker_chars += len(text)
-        return [*out, EmitMarker(index, block.kind, text)]
-
     def _note(self, text: str) -> list[EngineOutput]:
         prefix = "\n" if self._visible_chars["text"] else ""
         self.stats.marker_chars += len(prefix + text)
@@ -802,9 +556,9 @@ class RescueEngine:
 
     # ------------------------------------------------------------------ resume
 
-    def _resume(self, summary: Any, spent: int) -> list[EngineOutput]:
+    def _resume(self, summary: LoopSummary, spent: int) -> list[EngineOutput]:
         self.stats.rescues += 1
-        cut_attempt = self._attempt.usage.with_output(self._attempt_tokens())
+        cut_attempt = self._attempt.usage.with_output(self._attempt.tokens())
         self._earlier_usage = self._earlier_usage.added(cut_attempt)
         self._spent_tokens = spent
         kept = self.kept_work()
@@ -825,9 +579,17 @@ class RescueEngine:
         kept_text, tools = correction_inputs(self.request_body, kept)
         self._correction = notes.correction_sentences(summary, kept_text, self.lang, tools)
         self._shown, self._shown_loop = kept.text, self._loop_copy
-        self._attempt = _Attempt(number, self._new_detector(), self._visible_chars)
-        self._attempt.hide_reasoning = self._visible_chars["text"] > 0 and not getattr(
+        hide_reasoning = self._visible_chars["text"] > 0 and not getattr(
             self.editor, "reasoning_after_text", False
+        )
+        now = self._attempt.now
+        self._attempt = Attempt(
+            number,
+            self._new_detector(),
+            self._hold,
+            self._client,
+            now=now,
+            hide_reasoning=hide_reasoning,
         )
         self._blocks.new_attempt()
         self.stats.upstream_attempts += 1
@@ -873,15 +635,6 @@ class RescueEngine:
             EmitError(failure.kind, failure.message, failure.error_type, failure.status),
         ]
 
-    def _attempt_tokens(self) -> int:
-        """Output tokens of the current attempt: reported, or estimated from what it streamed
-        (a cut attempt never gets to its final usage). OpenAI-compatible servers stream about
-        one token per delta; Anthropic's deltas hold several, where the text estimate is
-        higher."""
-        attempt = self._attempt
-        streamed = sum(estimate_tokens(attempt.text_of(c)) for c in ("reasoning", "text"))
-        return max(attempt.usage.output_tokens or 0, streamed, attempt.deltas)
-
     # ------------------------------------------------------------------ endings
 
     def _final_usage(self, cut: bool) -> Usage:
@@ -890,7 +643,7 @@ class RescueEngine:
         cut here never does, its output is estimated from what it streamed."""
         attempt = self._attempt
         if cut:
-            usage = attempt.usage.with_output(self._attempt_tokens())
+            usage = attempt.usage.with_output(attempt.tokens())
         elif attempt.number:
             usage = attempt.usage.merged(attempt.reported)
         else:
@@ -899,7 +652,7 @@ class RescueEngine:
 
     def _finish(
         self,
-        reason: Any,
+        reason: StopReason,
         raw: str | None,
         extra: Mapping[str, Any] | None = None,
         *,
