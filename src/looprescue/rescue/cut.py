@@ -1,18 +1,34 @@
-"""The cut policy: what a confirmed loop costs the stream, and what happens next.
+"""The cut plan: what a confirmed loop costs the stream, and what happens next.
 
-Two pure decisions, kept apart from the state machine so each can be read (and tested) alone:
+Pure decisions, kept apart from the state machine so each can be read (and tested) alone:
 
 * :func:`cut_point`: how much of the channel the client keeps, and the honest accounting of
   loop text that reached it (``kept_loop_chars``: the one copy a periodic loop may keep;
   ``leaked_loop_chars``: anything past the prune point, the target being zero);
 * :func:`cut_action`: observe, defer, cut, stop at the cap or at the end of the client's
-  output budget, or resume.
+  output budget, or resume;
+* :func:`plan_cut`: both for one hit, with the text that is dropped, the copy of the loop that
+  is kept, how the response finishes and the note that tells the user why.
+
+The engine carries a :class:`CutPlan` out (drops the held loop text, closes the upstream,
+finishes or resumes); nothing here looks at the stream's state beyond what it is given.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
+
+from ..detect.hits import Hit
+from . import marker as notes
+from .events import Channel, StopReason
+from .marker import Lang
+
+# rules after whose cut the response finishes instead of resuming: the answer is whole
+# (overrun), or the continuation copies its correction (parrot) or the answer shown before it
+# (restate), which a new one, sent the same, would repeat
+FINISHING_RULES = frozenset({"overrun", "parrot", "restate"})
 
 
 class CutAction(str, Enum):
@@ -75,4 +91,102 @@ def cut_point(*, loop_start: int, prune_offset: int, released: int, fed: int) ->
         keep_to=keep_to,
         kept_loop_chars=max(0, min(released, prune_offset) - loop_start),
         leaked_loop_chars=max(0, released - prune_offset),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CutPlan:
+    """What one confirmed loop does to the response."""
+
+    hit: Hit
+    point: CutPoint
+    released: int  # chars of the channel the client had when the loop was confirmed
+    loop_text: str  # the channel's text from ``point.keep_to`` on: dropped
+    # the loop's copy the client keeps (``rules.restate`` of a continuation); "" for reasoning
+    loop_copy: str
+    onset: int  # where the loop begins, within what the client keeps
+    action: CutAction
+    reason: StopReason  # the finish after the cut, when the response finishes
+    note: str  # visible text the finish comes after ("": none)
+
+    @property
+    def channel(self) -> Channel:
+        return self.hit.channel
+
+    def record(self, attempt: int, held_chars: int) -> dict[str, Any]:
+        """The detection's audit record (the loop text in full: kept there and nowhere else)."""
+        point = self.point
+        return {
+            **self.hit.to_dict(),
+            "attempt": attempt,
+            "kept_chars": point.keep_to,
+            "chars_pruned": len(self.loop_text),
+            "held_chars": held_chars,
+            "released_chars": self.released,
+            "kept_loop_chars": point.kept_loop_chars,
+            "leaked_chars": point.leaked_loop_chars,
+            "leaked_loop_chars": point.leaked_loop_chars,
+            "loop_text": self.loop_text,
+        }
+
+
+def plan_cut(
+    hit: Hit,
+    *,
+    text: str,
+    fed: int,
+    released: int,
+    mode: str,
+    tool_call_open: bool,
+    tool_calls_sent: int,
+    rescues_in_a_row: int,
+    max_rescues: int,
+    budget: int | None,
+    tokens_left: int | None,
+    min_resume_tokens: int,
+    marker: bool,
+    lang: Lang,
+) -> CutPlan:
+    """The plan for ``hit``, given its channel's ``text`` (``fed`` chars, ``released`` of them
+    on the client) and the response's state (as ``cut_action`` takes it)."""
+    point = cut_point(
+        loop_start=hit.loop_start, prune_offset=hit.prune_offset, released=released, fed=fed
+    )
+    loop_text = text[point.keep_to : fed]
+    onset = min(hit.loop_start, point.keep_to)
+    channel = hit.channel
+    action = cut_action(
+        mode=mode,
+        tool_call_open=tool_call_open,
+        tool_calls_sent=tool_calls_sent,
+        rescues_in_a_row=rescues_in_a_row,
+        max_rescues=max_rescues,
+        tokens_left=tokens_left,
+        min_resume_tokens=min_resume_tokens,
+        finishes=hit.rule in FINISHING_RULES,
+    )
+    reason: StopReason = "stop"
+    note = ""
+    if action is CutAction.TOOL_CALLS_DONE:
+        reason = "tool_calls"
+    elif action is CutAction.CUT:
+        # the response ends with visible text saying what happened: the text's own marker,
+        # else a note (a reasoning loop may leave no text at all)
+        if not (channel == "text" and marker and loop_text):
+            note = notes.cut_note(channel, lang)
+    elif action is CutAction.CAP:
+        note = notes.cap_note(rescues_in_a_row, lang)
+    elif action is CutAction.BUDGET:
+        reason = "max_tokens"
+        note = notes.budget_note(budget or 0, lang)
+    return CutPlan(
+        hit=hit,
+        point=point,
+        released=released,
+        loop_text=loop_text,
+        loop_copy="" if channel == "reasoning" else text[onset : point.keep_to],
+        onset=onset,
+        action=action,
+        reason=reason,
+        note=note,
     )

@@ -51,7 +51,7 @@ from .continuation import (
     summarize_loop,
 )
 from .conversation import ConversationState, latest_prompt
-from .cut import CutAction, cut_action, cut_point
+from .cut import CutAction, CutPlan, plan_cut
 from .events import (
     AuditRecord,
     BlockKind,
@@ -89,10 +89,6 @@ from .sanitize import HistoryCache, sanitize_history
 from .stats import RescueStats
 
 _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
-# rules after whose cut the response finishes instead of resuming: the answer is whole
-# (overrun), or the continuation copies its correction (parrot) or the answer shown before it
-# (restate), which a new one, sent the same, would repeat
-FINISHING_RULES = frozenset({"overrun", "parrot", "restate"})
 # finish reasons with which an inference engine says it stopped a looping answer itself
 # (vLLM's repetition detection: "repetition"; others: "loop")
 LOOP_FINISHES = frozenset({"repetition", "loop"})
@@ -458,96 +454,79 @@ class RescueEngine:
         attempt = self._attempt
         attempt.release_due = False  # the queue is settled below, whatever the action
         channel: Channel = hit.channel
-        fed = attempt.fed[channel]
-        released = attempt.released[channel]
-        point = cut_point(
-            loop_start=hit.loop_start, prune_offset=hit.prune_offset, released=released, fed=fed
-        )
-        text = attempt.text_of(channel)
-        loop_text = text[point.keep_to : fed]
         stats = self.stats
-        stats.detections += 1
-        stats.kept_loop_chars += point.kept_loop_chars
-        stats.leaked_loop_chars += point.leaked_loop_chars
-        record = {
-            **hit.to_dict(),
-            "attempt": attempt.number,
-            "kept_chars": point.keep_to,
-            "chars_pruned": len(loop_text),
-            "held_chars": attempt.queue.held_chars,
-            "released_chars": released,
-            "kept_loop_chars": point.kept_loop_chars,
-            "leaked_chars": point.leaked_loop_chars,
-            "leaked_loop_chars": point.leaked_loop_chars,
-            "loop_text": loop_text,
-        }
-        stats.hits.append({k: v for k, v in record.items() if k != "loop_text"})
-        out: list[EngineOutput] = [AuditRecord("detection", {**record, "mode": self.config.mode})]
         # output tokens of the response so far, this attempt included (only a cut needs them)
         spent = self._spent_tokens + (attempt.tokens() if self._acting else 0)
-        action = cut_action(
-            mode=self.config.mode,
-            # a tool call, or a block of a kind the engine does not know, is never cut into
+        config = self.config
+        plan = plan_cut(
+            hit,
+            text=attempt.text_of(channel),
+            fed=attempt.fed[channel],
+            released=attempt.released[channel],
+            mode=config.mode,
             tool_call_open=attempt.tool_call_open(),
             tool_calls_sent=self._blocks.tool_calls_sent,
             rescues_in_a_row=self.conversation.consecutive_rescues + stats.rescues,
-            max_rescues=self.config.maxConsecutiveRescues,
+            max_rescues=config.maxConsecutiveRescues,
+            budget=self._budget,
             tokens_left=tokens_left(self._budget, spent),
             min_resume_tokens=MIN_RESUME_TOKENS,
-            finishes=hit.rule in FINISHING_RULES,
+            marker=config.marker,
+            lang=self.lang,
         )
-        if action is CutAction.OBSERVE:
+        point = plan.point
+        stats.detections += 1
+        stats.kept_loop_chars += point.kept_loop_chars
+        stats.leaked_loop_chars += point.leaked_loop_chars
+        record = plan.record(attempt.number, attempt.queue.held_chars)
+        stats.hits.append({k: v for k, v in record.items() if k != "loop_text"})
+        out: list[EngineOutput] = [AuditRecord("detection", {**record, "mode": config.mode})]
+        if plan.action is CutAction.OBSERVE:
             return out + attempt.release(None)
+        return out + self._cut(plan, up_index, spent)
 
+    def _cut(self, plan: CutPlan, up_index: int, spent: int) -> list[EngineOutput]:
+        """Carry out ``plan``: drop the loop's text, then defer, finish or resume."""
+        attempt = self._attempt
+        stats = self.stats
+        channel, rule, action = plan.channel, plan.hit.rule, plan.action
+        pruned = len(plan.loop_text)
+        keep_to = plan.point.keep_to
         self._loops_acted_on += 1
-        stats.pruned_chars += len(loop_text)
-        attempt.pruned[up_index] = attempt.pruned.get(up_index, 0) + len(loop_text)
-        out += attempt.release_keeping(channel, point.keep_to)
-        onset = min(hit.loop_start, point.keep_to)
-        if channel == "reasoning":
+        stats.pruned_chars += pruned
+        attempt.pruned[up_index] = attempt.pruned.get(up_index, 0) + pruned
+        out = attempt.release_keeping(channel, keep_to)
+        if channel == "reasoning" and not attempt.hide_reasoning:
             # the continuation carries the reasoning from before the loop, none of the loop
-            if not attempt.hide_reasoning:
-                base = attempt.visible_base["reasoning"]
-                self._loop_spans.append((base + onset, base + point.keep_to))
-            self._loop_copy = ""
-        else:
-            self._loop_copy = text[onset : point.keep_to]
+            base = attempt.visible_base["reasoning"]
+            self._loop_spans.append((base + plan.onset, base + keep_to))
+        self._loop_copy = plan.loop_copy
 
         if action is CutAction.DEFER:
             attempt.suppressed.add(up_index)
             stats.deferred_prunes += 1
-            out.append(AuditRecord("deferred_prune", {"channel": channel, "rule": hit.rule}))
+            out.append(AuditRecord("deferred_prune", {"channel": channel, "rule": rule}))
             return out
 
-        out += attempt.marker_for(up_index, len(loop_text))
+        out += attempt.marker_for(up_index, pruned)
         attempt.suppressed.update(attempt.open)
         attempt.open.clear()
         out += self._blocks.close_all()
-        out.append(CloseUpstream(f"loop confirmed by rule {hit.rule} in {channel}"))
+        out.append(CloseUpstream(f"loop confirmed by rule {rule} in {channel}"))
         stats.cuts += 1
-        out.append(
-            AuditRecord("cut", {"channel": channel, "rule": hit.rule, "action": action.value})
-        )
-        if action is CutAction.TOOL_CALLS_DONE:
-            return out + self._finish("tool_calls", None, cut=True)
-        if action is CutAction.CUT:
-            # the response ends with visible text saying what happened: the text's own marker,
-            # else a note (a reasoning loop may leave no text at all)
-            if not (channel == "text" and self.config.marker and loop_text):
-                out += self._note(notes.cut_note(channel, self.lang))
-            return out + self._finish("stop", None, cut=True)
-        if action is CutAction.FINISH:
-            return out + self._finish("stop", None, cut=True)
+        out.append(AuditRecord("cut", {"channel": channel, "rule": rule, "action": action.value}))
+        if action is CutAction.RESUME:
+            summary = summarize_loop(
+                channel=channel,
+                channel_text=attempt.text_of(channel),
+                loop_start=plan.hit.loop_start,
+            )
+            return out + self._resume(summary, spent)
         if action is CutAction.CAP:
             stats.cap_stops += 1
-            done = self.conversation.consecutive_rescues + stats.rescues
-            note = self._note(notes.cap_note(done, self.lang))
-            return out + note + self._finish("stop", None, cut=True)
-        if action is CutAction.BUDGET:
-            note = self._note(notes.budget_note(self._budget or 0, self.lang))
-            return out + note + self._finish("max_tokens", None, cut=True)
-        summary = summarize_loop(channel=channel, channel_text=text, loop_start=hit.loop_start)
-        return out + self._resume(summary, spent)
+        if plan.note:
+            out += self._note(plan.note)
+        return out + self._finish(plan.reason, None, cut=True)
 
     def _note(self, text: str) -> list[EngineOutput]:
         prefix = "\n" if self._visible_chars["text"] else ""
