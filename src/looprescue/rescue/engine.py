@@ -45,8 +45,6 @@ from .continuation import (
     KeptWork,
     LoopSummary,
     RequestEditor,
-    build_continuation,
-    correction_inputs,
     has_retry_overrides,
     summarize_loop,
 )
@@ -80,11 +78,11 @@ from .events import (
     ToolArgsDelta,
     UpstreamEvent,
     UpstreamFailed,
-    Usage,
     UsageReported,
 )
-from .ladder import CUT, FAILED, FINISHED, rung_for, with_rung
+from .ladder import CUT, FAILED, FINISHED
 from .marker import Lang
+from .resume import DetectorInputs, Resumes
 from .sanitize import HistoryCache, sanitize_history
 from .stats import RescueStats
 
@@ -147,15 +145,6 @@ class RescueEngine:
         self.conversation = conversation if conversation is not None else ConversationState()
         self.lang = lang
         self.stats = RescueStats()
-        # the numbered ranges the client's latest message asks for bound the answer's lists
-        self._asked = asked_ranges(latest_prompt(request_body))
-        self._correction: tuple[str, ...] = ()  # the last continuation's (rules.parrot)
-        # what a continuation's answer must not write again (rules.restate): the answer the
-        # client has, and the kept copy of the last loop cut out of it
-        self._shown = ""
-        self._shown_loop = ""
-        self._loop_copy = ""
-        self._detector_factory = detector_factory  # None: the default StreamDetector
         self._watched = _WATCHED[config.watch]
         self._acting = config.mode != "observe"
         self._hold = HoldRules(
@@ -173,31 +162,18 @@ class RescueEngine:
         self._visible = self._client.visible
         self._visible_chars = self._client.visible_chars
         self._blocks = self._client.blocks
-        self._attempt = Attempt(0, self._new_detector(), self._hold, self._client)
-        # what the attempts cut before this one cost (their output estimated where the cut
-        # left it unreported): the client's usage adds up every attempt
-        self._earlier_usage = Usage()
-        self._spent_tokens = 0  # earlier attempts' output, estimated where unreported
-        self._budget = editor.output_budget(request_body)
-        self._loops_acted_on = 0
-        # spans of the visible reasoning that belong to a loop (its kept copy): never sent back
-        self._loop_spans: list[tuple[int, int]] = []
-        self.state = EngineState.AWAITING_START
-
-    def _new_detector(self) -> LoopDetector:
-        factory = self._detector_factory
-        if factory is not None:
-            return factory()
-        from ..detect import StreamDetector
-
-        return StreamDetector(
-            self.config,
-            watch=self.config.watch,
-            asked=self._asked,
-            correction=self._correction,
-            shown=self._shown,
-            shown_loop=self._shown_loop,
+        self._resumes = Resumes(
+            config,
+            editor,
+            lang,
+            self._client,
+            editor.output_budget(request_body),
+            DetectorInputs(asked=asked_ranges(latest_prompt(request_body))),
+            detector_factory,
         )
+        self._attempt = Attempt(0, self._resumes.new_detector(), self._hold, self._client)
+        self._loops_acted_on = 0
+        self.state = EngineState.AWAITING_START
 
     # ------------------------------------------------------------------ public API
 
@@ -302,14 +278,7 @@ class RescueEngine:
     def kept_work(self) -> KeptWork:
         """What may go back upstream: the visible reasoning up to where a loop began, and the
         visible text exactly as the client received it (markers excluded)."""
-        reasoning = "".join(self._visible["reasoning"])
-        if self._loop_spans:
-            pieces, position = [], 0
-            for start, end in self._loop_spans:
-                pieces.append(reasoning[position:start])
-                position = end
-            reasoning = "".join(pieces) + reasoning[position:]
-        return KeptWork(reasoning, "".join(self._visible["text"]))
+        return self._resumes.kept_work()
 
     # ------------------------------------------------------------------ awaiting_start
 
@@ -456,7 +425,8 @@ class RescueEngine:
         channel: Channel = hit.channel
         stats = self.stats
         # output tokens of the response so far, this attempt included (only a cut needs them)
-        spent = self._spent_tokens + (attempt.tokens() if self._acting else 0)
+        resumes = self._resumes
+        spent = resumes.spent(attempt if self._acting else None)
         config = self.config
         plan = plan_cut(
             hit,
@@ -468,8 +438,8 @@ class RescueEngine:
             tool_calls_sent=self._blocks.tool_calls_sent,
             rescues_in_a_row=self.conversation.consecutive_rescues + stats.rescues,
             max_rescues=config.maxConsecutiveRescues,
-            budget=self._budget,
-            tokens_left=tokens_left(self._budget, spent),
+            budget=resumes.budget,
+            tokens_left=tokens_left(resumes.budget, spent),
             min_resume_tokens=MIN_RESUME_TOKENS,
             marker=config.marker,
             lang=self.lang,
@@ -496,11 +466,7 @@ class RescueEngine:
         stats.pruned_chars += pruned
         attempt.pruned[up_index] = attempt.pruned.get(up_index, 0) + pruned
         out = attempt.release_keeping(channel, keep_to)
-        if channel == "reasoning" and not attempt.hide_reasoning:
-            # the continuation carries the reasoning from before the loop, none of the loop
-            base = attempt.visible_base["reasoning"]
-            self._loop_spans.append((base + plan.onset, base + keep_to))
-        self._loop_copy = plan.loop_copy
+        self._resumes.note_cut(plan, attempt)
 
         if action is CutAction.DEFER:
             attempt.suppressed.add(up_index)
@@ -536,38 +502,24 @@ class RescueEngine:
     # ------------------------------------------------------------------ resume
 
     def _resume(self, summary: LoopSummary, spent: int) -> list[EngineOutput]:
-        self.stats.rescues += 1
-        cut_attempt = self._attempt.usage.with_output(self._attempt.tokens())
-        self._earlier_usage = self._earlier_usage.added(cut_attempt)
-        self._spent_tokens = spent
-        kept = self.kept_work()
-        body: Mapping[str, Any] = build_continuation(
-            self.editor, self.request_body, kept, summary, self.lang
-        )
+        stats = self.stats
+        stats.rescues += 1
+        cut = self._attempt
         conversation = self.conversation
-        conversation.retry_requests_left = self.config.retryRequests
-        if conversation.take_retry_request() and has_retry_overrides(self.config):
-            body = self.editor.with_retry_overrides(body, self.config)
-        rung = self.stats.rung = rung_for(self.config, self.stats.rescues)
-        body = with_rung(self.editor, body, rung, self.config)
-        left = tokens_left(self._budget, self._spent_tokens)
-        if left is not None:
-            body = self.editor.with_output_budget(body, left)
-        number = self._attempt.number + 1
-        # the continuation's answer must not copy the correction it is sent
-        kept_text, tools = correction_inputs(self.request_body, kept)
-        self._correction = notes.correction_sentences(summary, kept_text, self.lang, tools)
-        self._shown, self._shown_loop = kept.text, self._loop_copy
+        body, rung, kept = self._resumes.request(
+            self.request_body, summary, cut, spent, conversation, stats.rescues
+        )
+        stats.rung = rung
+        number = cut.number + 1
         hide_reasoning = self._visible_chars["text"] > 0 and not getattr(
             self.editor, "reasoning_after_text", False
         )
-        now = self._attempt.now
         self._attempt = Attempt(
             number,
-            self._new_detector(),
+            self._resumes.new_detector(),
             self._hold,
             self._client,
-            now=now,
+            now=cut.now,
             hide_reasoning=hide_reasoning,
         )
         self._blocks.new_attempt()
@@ -616,19 +568,6 @@ class RescueEngine:
 
     # ------------------------------------------------------------------ endings
 
-    def _final_usage(self, cut: bool) -> Usage:
-        """What the response cost: every upstream attempt's tokens added up. An attempt that
-        ended on its own reports its usage (passed on as it is when it was the only one); one
-        cut here never does, its output is estimated from what it streamed."""
-        attempt = self._attempt
-        if cut:
-            usage = attempt.usage.with_output(attempt.tokens())
-        elif attempt.number:
-            usage = attempt.usage.merged(attempt.reported)
-        else:
-            return attempt.reported
-        return self._earlier_usage.added(usage) if attempt.number else usage
-
     def _finish(
         self,
         reason: StopReason,
@@ -647,7 +586,7 @@ class RescueEngine:
             had_tool_call=self._blocks.tool_calls_sent > 0,
             stall_min=self.config.stallMinReasoningChars,
         )
-        finish = EmitFinish(reason, raw, self._final_usage(cut), extra or {})
+        finish = EmitFinish(reason, raw, self._resumes.final_usage(self._attempt, cut), extra or {})
         ended = self._rung_ended(CUT if cut else FINISHED)
         return [*ended, SaveConversation(conversation.copy()), finish]
 
