@@ -169,7 +169,7 @@ def test_memory_per_stream_is_bounded_by_the_largest_period_and_windows():
             detector.feed(text[start : start + 3])
             if start % 300 == 0:  # the watermark's index too (its chain; its tables are fixed)
                 detector.safe_offset()
-                index = detector._periodic._index
+                index = detector.rule("cycle")._index
                 indexed = max(indexed, len(index._chain) if index is not None else 0)
             held = max(held, len(detector._win.raw))
             if detector.hit is not None:

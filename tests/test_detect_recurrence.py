@@ -138,7 +138,9 @@ def test_the_recurring_suffix_is_the_longest_and_nearest(text, sizes, max_period
 
 def _watermarks(text: str, channel: str, indexed: bool) -> list[int | tuple]:
     detector = ChannelDetector(channel, DetectorConfig())
-    detector._periodic._index_from = 0 if indexed else 10**9
+    periodic = detector.rule("cycle")
+    assert isinstance(periodic, PeriodicRule)
+    periodic._index_from = 0 if indexed else 10**9
     marks: list[int | tuple] = []
     rng = random.Random(5)
     for delta in random_deltas(text, rng):

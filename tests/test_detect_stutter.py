@@ -97,10 +97,10 @@ def test_cycle_counts_a_stuttered_clause_at_cycleClauseRepeats_copies():
 def test_cycleClauseRepeats_sets_the_stutter_rule_too():
     sentence = "In this table " + "we can use the table to show the system, " * 3 + "and so on."
     assert (
-        StutterRule("text", DetectorConfig(cycleClauseRepeats=4)).on_sentence(sentence, 0, 90)
+        StutterRule("text", DetectorConfig(cycleClauseRepeats=4)).on_clauses(sentence, 0, 90)
         is None
     )
-    hit = StutterRule("text", DetectorConfig()).on_sentence(sentence, 100, 190)
+    hit = StutterRule("text", DetectorConfig()).on_clauses(sentence, 100, 190)
     assert (hit.rule, hit.loop_start, hit.prune_offset) == ("stutter", 114, 155)
 
 

@@ -2,26 +2,46 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import STRIDE
-from looprescue.detect.nearcopy import extend_over_near_copies, with_renumbered_heading
-from looprescue.detect.rules.echo import EchoRule
-from looprescue.detect.rules.imports import ImportsRule
-from looprescue.detect.rules.lines import LinesRule
-from looprescue.detect.rules.overrun import OverrunRule
-from looprescue.detect.rules.paragraph import ParagraphRule
-from looprescue.detect.rules.parrot import ParrotRule
-from looprescue.detect.rules.periodic import PeriodicRule
-from looprescue.detect.rules.pool import PoolRule
-from looprescue.detect.rules.renumbered import RenumberedRule
-from looprescue.detect.rules.restate import RestateRule
-from looprescue.detect.rules.rows import TableRowsRule
-from looprescue.detect.rules.stutter import StutterRule
+from looprescue.detect.nearcopy import extend_over_near_copies
+from looprescue.detect.registry import RuleContext, build_rules
+from looprescue.detect.rule import (
+    CHECKPOINT,
+    CLAUSES,
+    CODE_LINE,
+    ITEM,
+    LINE,
+    LINE_START,
+    OPEN_SENTENCE,
+    ROW,
+    SENTENCE,
+    UNIT,
+    WATERMARK,
+    Rule,
+)
 from looprescue.detect.segment import Segmenter
+
+
+def _segmenter(structural: bool, takers: dict[str, Rule], long_sentence: int) -> Segmenter:
+    """A segmenter that hands each of its feeds to the rule that takes it."""
+    sentence, line, line_start = takers.get(SENTENCE), takers.get(LINE), takers.get(LINE_START)
+    clauses, unit, opening = takers.get(CLAUSES), takers.get(UNIT), takers.get(OPEN_SENTENCE)
+    return Segmenter(
+        structural,
+        sentence.on_sentence if sentence is not None else None,
+        line.on_line if line is not None else None,
+        line_start.on_line_start if line_start is not None else None,
+        long_sentence=long_sentence,
+        table=takers.get(ROW),
+        code=takers.get(CODE_LINE),
+        on_clauses=clauses.on_clauses if clauses is not None else None,
+        on_unit=unit.on_unit if unit is not None else None,
+        on_open_sentence=opening.on_open_sentence if opening is not None else None,
+        items=takers.get(ITEM),
+    )
 
 
 class ChannelDetector:
@@ -49,36 +69,35 @@ class ChannelDetector:
         # searched one period back) plus room for a paragraph probe.
         keep = 2 * cfg.cycleMaxPeriod + cfg.paragraphMinChars + 4 * STRIDE
         self._win = TextWindow(keep)
-        self._periodic = PeriodicRule(channel, cfg, fence_guard=structural)
-        self._pool = PoolRule(channel, cfg)
-        self._stutter = StutterRule(channel, cfg)
-        self._lines = LinesRule(channel, cfg)
-        self._echo = EchoRule(channel, cfg)
-        self._rows = TableRowsRule(channel)
-        self._imports = ImportsRule(channel)
-        self._renumbered = RenumberedRule(channel, cfg)
-        self._overrun = OverrunRule(channel, asked)
-        self._parrot = ParrotRule(channel, correction)
-        self._restate = RestateRule(channel, shown, shown_loop)
-        self._paragraph = ParagraphRule(cfg, self._periodic) if structural else None
-        self._segmenter = Segmenter(
-            structural,
-            self._pool.on_sentence,
-            self._lines.on_line,
-            self._paragraph.on_line_start if self._paragraph else None,
-            # a sentence with this many chars cannot normalise to a phrase (edges are short)
-            long_sentence=4 * cfg.poolMaxPhraseChars + 64,
-            table=self._rows,
-            code=self._imports,
-            on_clauses=self._stutter.on_sentence,
-            on_unit=self._restate.on_unit if self._restate.active else None,
-            on_open_sentence=self._stutter.on_open_sentence,
-            items=self._renumbered,
-        )
+        rules = build_rules(RuleContext(channel, cfg, asked, correction, shown, shown_loop))
+        self._rules = rules
+        self._window_rules: list[Rule] = []  # the rules that judge the window, in order
+        self._holding_rules: list[Rule] = []  # the rules with a watermark
+        takers: dict[str, Rule] = {}  # the segmenter's feeds
+        # (one short pass: a channel is made for every stream, and again after every cut)
+        for rule in rules:
+            for feed in rule.feeds():
+                if feed == CHECKPOINT:
+                    self._window_rules.append(rule)
+                elif feed == WATERMARK:
+                    self._holding_rules.append(rule)
+                elif feed in takers:
+                    raise ValueError(f"two rules take the segmenter's {feed!r} feed")
+                else:
+                    takers[feed] = rule
+        # a sentence with this many chars cannot normalise to a phrase (edges are short)
+        self._segmenter = _segmenter(structural, takers, 4 * cfg.poolMaxPhraseChars + 64)
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
         self.hit: Hit | None = None
         self._reported = False
+
+    def rule(self, name: str) -> Rule:
+        """The rule whose hits are named ``name``."""
+        for rule in self._rules:
+            if name in rule.names():
+                return rule
+        raise KeyError(name)
 
     @property
     def consumed(self) -> int:
@@ -134,8 +153,8 @@ class ChannelDetector:
         self.wait_until = self._done + STRIDE
         if eager and self.hit is None:
             hit = self._segmenter.scan_to(win, win.end - 1)
-            if hit is not None and hit.rule == "pool":
-                hit = with_renumbered_heading(win, hit)
+            if hit is not None:
+                hit = self._settle(hit)
             self.hit = (
                 extend_over_near_copies(win, hit, self._segmenter.fenced)
                 if hit is not None
@@ -146,37 +165,20 @@ class ChannelDetector:
 
     def _checkpoint(self, cp: int, final: bool) -> Hit | None:
         win = self._win
-        hit = self._segmenter.scan_to(win, cp, final)
-        if hit is not None and hit.rule == "pool":
-            hit = with_renumbered_heading(win, hit)
+        segmenter = self._segmenter
+        hit = segmenter.scan_to(win, cp, final)
         if hit is None:
-            hit = self._echo.at_checkpoint(win, cp, self._segmenter)
-        if hit is None and self._paragraph is not None:
-            hit = self._paragraph.at_checkpoint(win, cp)
+            for rule in self._window_rules:
+                hit = rule.at_checkpoint(win, cp, final, segmenter)
+                if hit is not None:
+                    break
         if hit is None:
-            hit = self._periodic.at_checkpoint(win, cp, self._segmenter)
-            if hit is not None:
-                hit = self._batch_start(hit)
-        if hit is None and self._overrun.active:
-            hit = self._overrun.at_checkpoint(win, cp, final)
-        if hit is None and self._parrot.active:
-            hit = self._parrot.at_checkpoint(win, cp, final)
-        return (
-            extend_over_near_copies(win, hit, self._segmenter.fenced) if hit is not None else None
-        )
+            return None
+        return extend_over_near_copies(win, self._settle(hit), segmenter.fenced)
 
-    def _batch_start(self, hit: Hit) -> Hit:
-        """A periodic loop of short phrases or lines that settled out of a reshuffled batch of
-        them (``OK. Go. OK. OK. Go. Now. Go. Now. Go. Now.``) began where the batch did: the
-        cut moves there and keeps none of it, as the pool's and the lines' own cuts do. Their
-        runs are held back by the watermark from their start, so the cut stays honest."""
-        earliest = hit.loop_start
-        for onset in (self._pool.batch_onset(), self._lines.batch_onset()):
-            if onset is not None and onset < earliest:
-                earliest = onset
-        if earliest == hit.loop_start:
-            return hit
-        return replace(hit, loop_start=earliest, prune_offset=earliest)
+    def _settle(self, hit: Hit) -> Hit:
+        """The hit as the rule that made it settles it, given the other rules."""
+        return self.rule(hit.rule).settle(self._win, hit, self._rules)
 
     def safe_offset(self) -> int:
         """Chars of this channel that no future hit can prune (a proxy may release them)."""
@@ -185,22 +187,10 @@ class ChannelDetector:
         if self.hit is not None:
             # the rule's own cut: what was released before the hit never passes it
             return self.hit.prune_offset + self.hit.lead_in
-        win = self._win
-        end = win.end
-        segmenter = self._segmenter
-        sentence_from, line_from = segmenter.sentence_from, segmenter.line_from
-        # two-argument mins: compiled, they compare native ints (a longer min() goes generic)
-        held = min(self._periodic.safe_offset(win), self._echo.safe_offset(win))
-        held = min(held, self._pool.safe_offset(win, sentence_from, end))
-        held = min(held, self._stutter.safe_offset(win, sentence_from, end))
-        held = min(held, self._lines.safe_offset(win, line_from, end))
-        held = min(held, self._rows.safe_offset(win, line_from, end))
-        held = min(held, self._imports.safe_offset(win, line_from, end, segmenter.in_fence))
-        held = min(held, self._renumbered.safe_offset(win, line_from, end))
-        if self._overrun.active:
-            held = min(held, self._overrun.safe_offset(win))
-        if self._parrot.active:
-            held = min(held, self._parrot.safe_offset(win))
-        if self._restate.active:
-            held = min(held, self._restate.safe_offset(win, sentence_from, end))
+        win, segmenter = self._win, self._segmenter
+        rules = self._holding_rules
+        held = rules[0].safe_offset(win, segmenter)
+        for i in range(1, len(rules)):
+            # (two-argument mins: compiled, they compare native ints)
+            held = min(held, rules[i].safe_offset(win, segmenter))
         return held

@@ -57,13 +57,18 @@ class TableSink(Protocol):
     def end_table(self) -> None: ...
 
 
+# Which feed's hit wins when several end at one boundary: a sentence's feeds before its line's,
+# and among them in this order (a rule's registry place follows it, ``detect.registry``).
+FEED_ORDER: Final = ("unit", "clauses", "sentence", "code_line", "item", "row", "line")
+
+
 class Segmenter:
     def __init__(
         self,
         structural_text: bool,
-        on_sentence: SentenceSink,
-        on_line: LineSink,
-        on_line_start: LineStartSink | None,
+        on_sentence: SentenceSink | None = None,
+        on_line: LineSink | None = None,
+        on_line_start: LineStartSink | None = None,
         long_sentence: int = LONG_UNIT,
         table: TableSink | None = None,
         code: CodeSink | None = None,
@@ -155,7 +160,8 @@ class Segmenter:
             if self._counts_in_context(win, end):
                 if self._on_clauses is not None and end - begin <= LONG_UNIT:
                     hit = hit or self._clauses(win, begin, end)
-                hit = hit or self._on_sentence(LONG_SENTENCE, begin, end)
+                if self._on_sentence is not None:
+                    hit = hit or self._on_sentence(LONG_SENTENCE, begin, end)
         elif end - begin > 1 or not newline:  # a lone newline after a full stop is no sentence
             base = win.base
             raw_sentence = win.raw[begin - base : end - base]
@@ -164,7 +170,8 @@ class Segmenter:
                 start = begin + len(raw_sentence) - len(raw_sentence.lstrip())
                 if self._on_clauses is not None:
                     hit = hit or self._on_clauses(text, start, end)
-                hit = hit or self._on_sentence(text, start, end)
+                if self._on_sentence is not None:
+                    hit = hit or self._on_sentence(text, start, end)
         if newline:
             line_hit = self._end_line(win, end)
             hit = hit or line_hit
@@ -193,7 +200,7 @@ class Segmenter:
             self._structural and (self.in_fence or kind in _STRUCTURAL)
         )
         start = line_from + len(raw_line) - len(raw_line.lstrip())
-        if counted:
+        if counted and self._on_line is not None:
             hit = self._on_line(line, start, end)
         if self._table is not None:
             if kind is _TABLE_ROW and line.endswith("|") and not self.in_fence:

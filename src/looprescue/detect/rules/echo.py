@@ -14,12 +14,16 @@ A token quoted in backticks or inside a code fence is documentation, not an echo
 from __future__ import annotations
 
 import re
-from typing import Final, Protocol
+from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.text import excerpt
+
+_FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
 # <|name|> (ChatML, Llama 3, Phi), <｜name｜> (DeepSeek, full-width bars), </s> and <s> (Llama 2,
 # Mistral), [INST] / [/INST], <start_of_turn> / <end_of_turn> (Gemma).
@@ -38,11 +42,13 @@ _PARTIAL: Final = re.compile(
 )
 
 
-class FenceMap(Protocol):
-    def fenced(self, offset: int) -> bool: ...
+class EchoRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("echo",)
 
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
 
-class EchoRule:
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
         self._need: int = cfg.echoMinTokens
@@ -51,7 +57,9 @@ class EchoRule:
         self._first_end: int | None = None  # start of the first end-of-turn token
         self._first_token: str = ""
 
-    def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
         raw, base = win.raw, win.base
         lo = max(self._scanned - _LONGEST, base) - base
         hi = cp - base
@@ -66,7 +74,7 @@ class EchoRule:
             if start < self._scanned:
                 continue
             self._scanned = match.end() + base
-            if (start > base and raw[match.start() - 1] == "`") or fences.fenced(start):
+            if (start > base and raw[match.start() - 1] == "`") or segmenter.fenced(start):
                 continue  # quoted: documentation
             self._count += 1
             if self._first_end is None and _END_OF_TURN.fullmatch(match.group()):
@@ -86,7 +94,7 @@ class EchoRule:
         self._scanned = max(self._scanned, cp - _LONGEST)
         return None
 
-    def safe_offset(self, win: TextWindow) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Everything from the first end-of-turn token on may still be cut; so may a token
         still being written at the end."""
         if self._first_end is not None:

@@ -21,8 +21,12 @@ from typing import Final
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import ONSET_COVERAGE, REPEAT_WITHIN
+from looprescue.detect.rule import CODE_LINE, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.streak import UnitRun
 from looprescue.detect.text import excerpt
+
+_FEEDS: Final = frozenset({CODE_LINE, WATERMARK})
 
 # Import lines of the common languages: Java/Kotlin/Scala/Go/Python/JS/TS ``import``, Python
 # ``from x import y``, C/C++ ``#include``, C# ``using X;``, Rust/PHP ``use``, ``require(...)``.
@@ -55,7 +59,13 @@ def is_import(line: str) -> bool:
     return _IMPORT.match(line) is not None
 
 
-class ImportsRule:
+class ImportsRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("imports",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._counts: dict[str, int] = {}  # import lines of the current run
@@ -103,9 +113,10 @@ class ImportsRule:
             evidence=excerpt(" / ".join(lines[:6])),
         )
 
-    def safe_offset(self, win: TextWindow, line_start: int, end: int, in_fence: bool) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Earliest offset a future imports hit could prune: the run of import lines that could
         still be a batch, and an unfinished fenced line that may turn out one."""
+        line_start, end, in_fence = segmenter.line_from, win.end, segmenter.in_fence
         held = self._run.hold_from()
         if held is not None:
             return held

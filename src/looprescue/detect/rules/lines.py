@@ -15,16 +15,27 @@ each at the duplicate ratio).
 from __future__ import annotations
 
 from collections import deque
+from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import REPEAT_WITHIN
+from looprescue.detect.rule import LINE, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.streak import UnitRun
 from looprescue.detect.text import excerpt
 
+_FEEDS: Final = frozenset({LINE, WATERMARK})
 
-class LinesRule:
+
+class LinesRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("lines",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
         self._size: int = cfg.linesWindow
@@ -110,7 +121,8 @@ class LinesRule:
             evidence=excerpt(" / ".join(dups)),
         )
 
-    def safe_offset(self, win: TextWindow, line_start: int, end: int) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
+        line_start, end = segmenter.line_from, win.end
         held = self._run.hold_from()
         if held is not None:
             return held

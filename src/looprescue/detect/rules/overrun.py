@@ -22,6 +22,10 @@ from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
+
+_FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
 # consecutive items of one list lie at most this far apart (a stub of a few lines, a table
 # row, a paragraph per item)
@@ -51,7 +55,13 @@ class _Chain:
     past: int | None = None  # where the first item past the range begins
 
 
-class OverrunRule:
+class OverrunRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("overrun",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel, asked: tuple[tuple[int, int], ...] = ()) -> None:
         self.channel = channel
         self._asked: dict[int, int] = {}  # first -> last (the longest range from it)
@@ -65,7 +75,9 @@ class OverrunRule:
         """Whether the request asked for a range (the detector asks the rule nothing else)."""
         return bool(self._asked)
 
-    def at_checkpoint(self, win: TextWindow, cp: int, final: bool) -> Hit | None:
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
         """Follow the numbers up to ``cp`` (the char at ``cp`` is known unless ``final``): a
         number touching the end of what is known may go on, and waits for the next check."""
         stop = cp if final else cp + 1
@@ -114,7 +126,7 @@ class OverrunRule:
                 )
         return None
 
-    def safe_offset(self, win: TextWindow) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Where the first item past an asked range begins, while the list may go on, and,
         once it reached the range's end, where the next item could begin: a fresh line that
         could still be one (``def task_``), a number still being written (``5`` of ``51``).

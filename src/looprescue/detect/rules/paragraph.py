@@ -14,11 +14,16 @@ exactly as a cycle is.
 from __future__ import annotations
 
 from collections import deque
-from typing import Final, Protocol
+from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
-from looprescue.detect.hits import Hit
+from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rule import CHECKPOINT, LINE_START, Rule
+from looprescue.detect.rules.periodic import hit_for
+from looprescue.detect.segment import Segmenter
+
+_FEEDS: Final = frozenset({LINE_START, CHECKPOINT})
 
 MIN_LETTER_RATIO: Final = 0.6  # of non-space chars; code and logs sit well below
 MIN_MEDIAN_LINE: Final = 60  # chars; verse and checklists have short lines
@@ -35,15 +40,16 @@ def _is_prose(text: str) -> bool:
     return sum(text.count(mark) for mark in SENTENCE_MARKS) >= 2
 
 
-class HitMaker(Protocol):
-    def hit_for(
-        self, win: TextWindow, rule: str, lag: int, end: int, cp: int, known: int
-    ) -> Hit | None: ...
+class ParagraphRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("paragraph",)
 
+    def feeds(self) -> frozenset[str]:
+        # (no watermark of its own: a second copy is held back by the periodic rules')
+        return _FEEDS
 
-class ParagraphRule:
-    def __init__(self, cfg: DetectorConfig, periodic: HitMaker) -> None:
-        self._periodic = periodic
+    def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+        self._channel = channel
         self._min_chars: int = cfg.paragraphMinChars
         self._max_lag: int = cfg.cycleMaxPeriod
         self._line_starts: deque[int] = deque()
@@ -51,7 +57,9 @@ class ParagraphRule:
     def on_line_start(self, offset: int) -> None:
         self._line_starts.append(offset)
 
-    def at_checkpoint(self, win: TextWindow, cp: int) -> Hit | None:
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
         starts = self._line_starts
         raw, base, need = win.raw, win.base, self._min_chars
         while starts and starts[0] + need <= cp:
@@ -72,9 +80,8 @@ class ParagraphRule:
             found = raw.rfind(probe, max(horizon, begin - self._max_lag), begin)
             if found >= 0 and _is_prose(probe):
                 second, stop = win.folded_of(begin + base), win.folded_of(begin + base + need)
-                hit = self._periodic.hit_for(
-                    win, "paragraph", second - win.folded_of(found + base), stop, cp, stop - second
-                )
+                lag = second - win.folded_of(found + base)
+                hit = hit_for(win, self._channel, "paragraph", lag, stop, cp, stop - second)
                 if hit is not None:
                     return hit
         return None

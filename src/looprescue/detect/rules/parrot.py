@@ -15,12 +15,24 @@ instructions is what reasoning does.
 
 from __future__ import annotations
 
+from typing import Final
+
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.text import excerpt
 
+_FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
-class ParrotRule:
+
+class ParrotRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("parrot",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel, sentences: tuple[str, ...] = ()) -> None:
         self.channel = channel
         self._sentences = tuple(s for s in sentences if s)
@@ -33,7 +45,9 @@ class ParrotRule:
         else)."""
         return bool(self._sentences)
 
-    def at_checkpoint(self, win: TextWindow, cp: int, final: bool) -> Hit | None:
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
         """A copied sentence that ends by ``cp`` (its last char included unless ``final``)."""
         stop = cp if final else cp + 1
         start = max(win.base, self._scanned - self._longest + 1)
@@ -55,7 +69,7 @@ class ParrotRule:
             evidence=excerpt(sentence, 60),
         )
 
-    def safe_offset(self, win: TextWindow) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Where a copied sentence not yet judged begins, or where the text's end could be the
         start of one."""
         end = win.end

@@ -48,16 +48,18 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from operator import ne
-from typing import Final, Protocol
+from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import DIGIT_CHARS, TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import HOLD_CHARS, pool_horizon
 from looprescue.detect.recurrence import SuffixIndex
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import (
     CLAUSE_MARKS,
     NO_SPACES_SCRIPT,
@@ -80,6 +82,8 @@ from looprescue.detect.text import (
     mask_digits,
     normalize_phrase,
 )
+
+_FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
 # Length of the folded suffix searched for in the window: long enough that a chance match in
 # prose is rare; shorter loops are found through a multiple of their period.
@@ -121,10 +125,6 @@ SENTENCE_ITEM_WIDTH: Final = 40
 # numbers, not an enumeration anyone asked for (``t1t2t3``, ``1stu2stu``; ``用户编号 7`` is
 # words).
 TINY_TEMPLATE_LETTERS: Final = 4
-
-
-class FenceMap(Protocol):
-    def fenced(self, offset: int) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -267,8 +267,14 @@ class _UnitFacts:
 FACTS_REMEMBERED: Final = 256
 
 
-class PeriodicRule:
+class PeriodicRule(Rule):
     """Tracks periodic runs of one channel's folded text and fires ``cycle`` or ``counter``."""
+
+    def names(self) -> tuple[str, ...]:
+        return ("cycle", "counter")
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
 
     def __init__(self, channel: Channel, cfg: DetectorConfig, fence_guard: bool) -> None:
         self._channel = channel
@@ -310,7 +316,10 @@ class PeriodicRule:
         self._run_char, self._run_from, self._run_scanned = "", 0, 0
 
     # -- checkpoint ---------------------------------------------------------------------------
-    def at_checkpoint(self, win: TextWindow, cp: int, fences: FenceMap) -> Hit | None:
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
+        fences = segmenter
         end = win.folded_of(cp)
         best = self._extend(win, end, cp, fences)
         stride_start, self._last = self._last, end
@@ -325,7 +334,7 @@ class PeriodicRule:
         return best
 
     def _inner_runs(
-        self, win: TextWindow, stride_start: int, end: int, cp: int, fences: FenceMap
+        self, win: TextWindow, stride_start: int, end: int, cp: int, fences: Segmenter
     ) -> Hit | None:
         """Judge the runs of a short unit that began and ended inside the stride.
 
@@ -365,7 +374,7 @@ class PeriodicRule:
                 best = hit
         return best
 
-    def _extend(self, win: TextWindow, end: int, cp: int, fences: FenceMap) -> Hit | None:
+    def _extend(self, win: TextWindow, end: int, cp: int, fences: Segmenter) -> Hit | None:
         """Carry the runs over the new stride. A run that broke inside it is judged as it was
         at the break (the watermark held it back until now): a loop that stopped between two
         checkpoints, as excerpts and clients that cut a loop short do, still counts."""
@@ -416,7 +425,7 @@ class PeriodicRule:
                 return  # a strong run: older occurrences are its multiples
 
     # -- firing -------------------------------------------------------------------------------
-    def _evaluate(self, win: TextWindow, end: int, cp: int, fences: FenceMap) -> Hit | None:
+    def _evaluate(self, win: TextWindow, end: int, cp: int, fences: Segmenter) -> Hit | None:
         best: Hit | None = None
         for run in self._runs.values():
             hit = self._judge(win, run, end, cp, fences)
@@ -424,7 +433,9 @@ class PeriodicRule:
                 best = hit
         return best
 
-    def _judge(self, win: TextWindow, run: _Run, end: int, cp: int, fences: FenceMap) -> Hit | None:
+    def _judge(
+        self, win: TextWindow, run: _Run, end: int, cp: int, fences: Segmenter
+    ) -> Hit | None:
         cfg = self._cfg
         unit = run.unit
         if unit < cfg.cycleMinPeriod:
@@ -618,23 +629,19 @@ class PeriodicRule:
             default=0,
         )
 
-    def hit_for(
-        self, win: TextWindow, rule: str, lag: int, end: int, cp: int, known: int
-    ) -> Hit | None:
-        """A hit for a repetition at folded ``lag`` that another rule confirmed ending at folded
-        ``end`` (``known`` chars back already match): extended backwards, reduced to its
-        primitive period, cut after one copy."""
-        folded, base = win.folded, win.fbase
-        b = end - base
-        floor = max(0, end - win.keep - base)
-        if b - lag - known < floor:
-            return None
-        length = _run_length(folded, b, lag, known, floor)
-        first = end - length - lag
-        unit = primitive_period(folded[first - base : b], lag)
-        onset = _natural_start(win, first, unit, end)
-        text = win.slice(win.raw_of(onset), win.raw_of(onset + unit))
-        return self._hit(win, rule, first, onset, unit, end, cp, text, in_fence=False)
+    def settle(self, win: TextWindow, hit: Hit, rules: list[Rule]) -> Hit:
+        """A periodic loop of short phrases or lines that settled out of a reshuffled batch of
+        them (``OK. Go. OK. OK. Go. Now. Go. Now. Go. Now.``) began where the batch did: the
+        cut moves there and keeps none of it, as the pool's and the lines' own cuts do. Their
+        runs are held back by the watermark from their start, so the cut stays honest."""
+        earliest = hit.loop_start
+        for rule in rules:
+            onset = rule.batch_onset()
+            if onset is not None and onset < earliest:
+                earliest = onset
+        if earliest == hit.loop_start:
+            return hit
+        return replace(hit, loop_start=earliest, prune_offset=earliest)
 
     def _hit(
         self,
@@ -648,26 +655,12 @@ class PeriodicRule:
         text: str,
         in_fence: bool,
     ) -> Hit:
-        loop_start, copy_end = win.raw_of(onset), win.raw_of(onset + unit)
-        prune = copy_end
-        if rule == "cycle" and not in_fence and self._phrase_batch(text, (end - onset) / unit):
-            # a rotation of short phrases: cut where its first phrase appeared
-            prune = loop_start = loop_start + len(text) - len(text.lstrip())
-        return Hit(
-            rule=rule,
-            channel=self._channel,
-            prune_offset=prune,
-            loop_start=loop_start,
-            fired_at=cp,
-            repeats=round((end - first) / unit, 2),
-            period=copy_end - loop_start,
-            # (without the whitespace after it: how much of that is held when the rule fires
-            # depends on how the text arrived, and a hit is the same in any chunking)
-            evidence=excerpt(text.rstrip() or text),
-        )
+        # a rotation of short phrases: cut where its first phrase appeared
+        batch = rule == "cycle" and not in_fence and self._phrase_batch(text, (end - onset) / unit)
+        return repeat_hit(win, self._channel, rule, first, onset, unit, end, cp, text, batch)
 
     # -- watermark ----------------------------------------------------------------------------
-    def safe_offset(self, win: TextWindow) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Earliest offset a future cycle/counter hit could prune: where the longest suffix of
         the folded text that already occurs one period (1…``cycleMaxPeriod``) earlier begins.
 
@@ -800,6 +793,57 @@ class PeriodicRule:
                     break
             n -= 1
         return good, lag
+
+
+def repeat_hit(
+    win: TextWindow,
+    channel: Channel,
+    rule: str,
+    first: int,
+    onset: int,
+    unit: int,
+    end: int,
+    cp: int,
+    text: str,
+    whole: bool = False,
+) -> Hit:
+    """The hit for copies of ``unit`` folded chars from folded ``first`` (the kept copy from
+    ``onset``) to ``end``: one copy kept, or, ``whole``, none (cut where its text begins)."""
+    loop_start, copy_end = win.raw_of(onset), win.raw_of(onset + unit)
+    prune = copy_end
+    if whole:
+        prune = loop_start = loop_start + len(text) - len(text.lstrip())
+    return Hit(
+        rule=rule,
+        channel=channel,
+        prune_offset=prune,
+        loop_start=loop_start,
+        fired_at=cp,
+        repeats=round((end - first) / unit, 2),
+        period=copy_end - loop_start,
+        # (without the whitespace after it: how much of that is held when the rule fires
+        # depends on how the text arrived, and a hit is the same in any chunking)
+        evidence=excerpt(text.rstrip() or text),
+    )
+
+
+def hit_for(
+    win: TextWindow, channel: Channel, rule: str, lag: int, end: int, cp: int, known: int
+) -> Hit | None:
+    """A hit for a repetition at folded ``lag`` that another rule confirmed ending at folded
+    ``end`` (``known`` chars back already match): extended backwards, reduced to its primitive
+    period, cut after one copy."""
+    folded, base = win.folded, win.fbase
+    b = end - base
+    floor = max(0, end - win.keep - base)
+    if b - lag - known < floor:
+        return None
+    length = _run_length(folded, b, lag, known, floor)
+    first = end - length - lag
+    unit = primitive_period(folded[first - base : b], lag)
+    onset = _natural_start(win, first, unit, end)
+    text = win.slice(win.raw_of(onset), win.raw_of(onset + unit))
+    return repeat_hit(win, channel, rule, first, onset, unit, end, cp, text)
 
 
 # Code repeats short lines (braces, blank comments, decorators, ``pass``) and blocks, and a long

@@ -44,9 +44,14 @@ from looprescue.detect.limits import (
     REPEAT_WITHIN,
     pool_horizon,
 )
+from looprescue.detect.nearcopy import with_renumbered_heading
+from looprescue.detect.rule import SENTENCE, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import text_width
 from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
+
+_FEEDS: Final = frozenset({SENTENCE, WATERMARK})
 
 # (HOLD_CHARS: a longer short sentence still counts toward a pool, but a run of them is
 # released at once, so healthy reasoning, "Let me check the caller first.", is not held.)
@@ -65,7 +70,13 @@ LONG_MEMORY: Final = 64
 PHRASES_REMEMBERED: Final = 256
 
 
-class PoolRule:
+class PoolRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("pool",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
         self._window_size: int = cfg.poolWindow
@@ -286,9 +297,14 @@ class PoolRule:
             lead_in=lead_in,
         )
 
-    def safe_offset(self, win: TextWindow, tail_start: int, end: int) -> int:
+    def settle(self, win: TextWindow, hit: Hit, rules: list[Rule]) -> Hit:
+        """A block said again under a new heading began at the heading."""
+        return with_renumbered_heading(win, hit)
+
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Earliest offset a future pool hit could prune, given the unfinished sentence (the
-        text from ``tail_start`` on)."""
+        text from the segmenter's ``sentence_from`` on)."""
+        tail_start, end = segmenter.sentence_from, win.end
         held = self._run.hold_from()
         if held is not None:
             return min(held, self._repeats.start if self._repeats.start is not None else held)

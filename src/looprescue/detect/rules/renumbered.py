@@ -29,8 +29,12 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rule import ITEM, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import text_width
 from looprescue.detect.text import excerpt
+
+_FEEDS: Final = frozenset({ITEM, WATERMARK})
 
 # An item body at least this wide is a sentence of about five words or more; a list of answers
 # repeats shorter ones ("Yes, that is fine.", "无").
@@ -53,7 +57,13 @@ class _Copies:
     count: int
 
 
-class RenumberedRule:
+class RenumberedRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("renumbered",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
         self._need: float = cfg.cycleMinRepeats
@@ -101,9 +111,10 @@ class RenumberedRule:
             self._seconds.pop(oldest, None)
         return None
 
-    def safe_offset(self, win: TextWindow, line_start: int, end: int) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Earliest offset a future hit could prune: the second copy of an item whose copies
         may still go on, or the line being written while it may turn out a second copy."""
+        line_start, end = segmenter.line_from, win.end
         if end - self._latest_end > GAP:
             return end  # no copy of any item can follow any more
         held = end

@@ -41,8 +41,12 @@ from typing import Final
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import LONG_UNIT
+from looprescue.detect.rule import UNIT, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import char_widths, text_width
 from looprescue.detect.text import SENTENCE_END, LineKind, classify_line, excerpt
+
+_FEEDS: Final = frozenset({UNIT, WATERMARK})
 
 RESTATED_MIN_WIDTH: Final = 20
 # Short units (list items, code) that open a continuation before anything is restated: after
@@ -88,7 +92,13 @@ def units_of(text: str) -> list[str]:
     return [u for u in map(fold_unit, units) if len(u) <= LONG_UNIT and _says_something(u)]
 
 
-class RestateRule:
+class RestateRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("restate",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel, shown: str = "", shown_loop: str = "") -> None:
         """``shown``: the answer the client already has (markers excluded); ``shown_loop``: the
         part of it that is the kept copy of the loop the cut removed."""
@@ -161,10 +171,11 @@ class RestateRule:
             evidence=excerpt(unit, 60),
         )
 
-    def safe_offset(self, win: TextWindow, unit_from: int, end: int) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Where a restatement not yet judged may begin: the continuation's start while its
         opening is undecided, a restated unit that the next one may join, or the unit being
         written while it could be a restated one."""
+        unit_from, end = segmenter.sentence_from, win.end
         head = self._head(win, unit_from, end)
         could_be = head is not None and self._could_be(head, unit_from)
         if self._opening:

@@ -19,14 +19,24 @@ from typing import Final
 
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rule import ROW, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.text import excerpt
+
+_FEEDS: Final = frozenset({ROW, WATERMARK})
 
 ROW_WINDOW: Final = 20
 ROW_COVERAGE: Final = 0.75
 ROW_DISTINCT: Final = 6
 
 
-class TableRowsRule:
+class TableRowsRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("rows",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._window: deque[str] = deque()
@@ -93,9 +103,10 @@ class TableRowsRule:
             )
         return None
 
-    def safe_offset(self, win: TextWindow, line_start: int, end: int) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """A repeated row may be the start of the loop: hold from the streak, or the row being
         written when it begins like a row the table has already."""
+        line_start, end = segmenter.line_from, win.end
         if self._streak_start is not None:
             return self._streak_start
         if not self._seen or line_start == self._free_line:

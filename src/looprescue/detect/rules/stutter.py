@@ -41,6 +41,8 @@ from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import LONG_UNIT
+from looprescue.detect.rule import CLAUSES, OPEN_SENTENCE, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import (
     CLAUSE_MARK,
     CLAUSE_MARKS,
@@ -49,6 +51,8 @@ from looprescue.detect.shape import (
     letters_in,
 )
 from looprescue.detect.text import LONG_SENTENCE, excerpt
+
+_FEEDS: Final = frozenset({CLAUSES, OPEN_SENTENCE, WATERMARK})
 
 # One clause: text up to and including a clause mark and the space after it, or the rest
 # (in a sentence still being written a clause ends at its mark: the space may be on its way).
@@ -139,7 +143,13 @@ def _body(piece: str) -> str:
     return piece.rstrip(CLAUSE_MARKS + _SENTENCE_MARKS).lstrip()
 
 
-class StutterRule:
+class StutterRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("stutter",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
         self._channel = channel
         self._need = max(2, math.ceil(cfg.cycleClauseRepeats))
@@ -158,7 +168,7 @@ class StutterRule:
         self._scan_next = 0  # where the clause being scanned starts
         self._scan_pos = 0  # chars searched for clause marks up to here
 
-    def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
+    def on_clauses(self, sentence: str, start: int, end: int) -> Hit | None:
         if sentence is LONG_SENTENCE:
             return None
         # three copies of a clause need two clause marks (most sentences have fewer)
@@ -196,10 +206,11 @@ class StutterRule:
         first, second, copies, clause = found
         return self._hit(first, second, copies, clause, self._scan_next)  # at the last mark
 
-    def safe_offset(self, win: TextWindow, sentence_from: int, end: int) -> int:
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Hold a stutter back while its sentence is being written: it is judged when the
         sentence ends, and cut at its second copy. Each char is searched for a clause mark
         once, and each clause read once."""
+        sentence_from, end = segmenter.sentence_from, win.end
         if sentence_from != self._open_from:
             self._open_from = self._open_next = self._open_scanned = sentence_from
             self._open = _Runs(self._need)
