@@ -6,7 +6,9 @@ from .conversation import (
     conversation_key,
     conversation_language,
 )
-from .engine import RescueEngine, RescueStats, applies_to
+from .engine import RescueEngine
+from .request import applies_to
+from .stats import RescueStats
 
 __all__ = [
     "ConversationState",

@@ -29,7 +29,6 @@ What the client sees:
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Callable, Mapping
 from enum import Enum
@@ -45,7 +44,6 @@ from .continuation import (
     KeptWork,
     LoopSummary,
     RequestEditor,
-    has_retry_overrides,
     summarize_loop,
 )
 from .conversation import ConversationState, latest_prompt
@@ -82,8 +80,10 @@ from .events import (
 )
 from .ladder import CUT, FAILED, FINISHED
 from .marker import Lang
+from .request import applies_to as applies_to
+from .request import first_request
 from .resume import DetectorInputs, Resumes
-from .sanitize import HistoryCache, sanitize_history
+from .sanitize import HistoryCache
 from .stats import RescueStats
 
 _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
@@ -104,12 +104,6 @@ class EngineState(str, Enum):
     STREAMING = "streaming"
     RESUMING = "resuming"  # a continuation was requested; waiting for its message start
     DONE = "done"  # the client response is complete (finish or error sent)
-
-
-def applies_to(config: LoopRescueConfig, model: str | None) -> bool:
-    """True when the request's model matches one of the configured glob patterns."""
-    name = model or ""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in config.models)
 
 
 # Each handler takes the event type its table entry pairs it with; a Callable type cannot say
@@ -138,8 +132,8 @@ class RescueEngine:
     ) -> None:
         self.config = config
         self.editor = editor
+        # the request continuations are built on: the client's, its history sanitized
         self.request_body = request_body
-        self._client_body = request_body
         self._history_cache = history_cache
         self._conversation_key = conversation_key
         self.conversation = conversation if conversation is not None else ConversationState()
@@ -199,41 +193,18 @@ class RescueEngine:
 
     def start(self) -> list[EngineOutput]:
         """The first upstream request: the client's body, its history sanitized, nudged or
-        tweaked when due."""
-        out: list[EngineOutput] = []
-        if self.config.sanitizeHistory:
-            out += self._sanitize_history()
-        body = self.request_body
-        conversation = self.conversation
-        changed = False
-        if self._acting and conversation.take_stall_nudge(self.config.stallCalls):
-            body = self.editor.with_user_text(body, notes.stall_nudge(self.lang))
-            changed = True
-        if self._acting and conversation.take_retry_request():
-            changed = True
-            if has_retry_overrides(self.config):
-                body = self.editor.with_retry_overrides(body, self.config)
-        if changed:
-            out.append(SaveConversation(conversation.copy()))
-        out.append(SendRequest(body, 0, changed=body is not self._client_body))
-        return out
-
-    def _sanitize_history(self) -> list[EngineOutput]:
-        """Old loops out of the request's history (continuations are built on the result)."""
-        result = sanitize_history(
+        tweaked when due (``request.py``)."""
+        self.request_body, out = first_request(
+            self.config,
             self.editor,
             self.request_body,
-            self.config,
+            self.conversation,
+            self.lang,
+            self.stats,
             self._history_cache,
             self._conversation_key,
         )
-        if not result.changed:
-            return []
-        if self._acting:
-            self.request_body = result.body
-            self.stats.history_removed_chars += result.removed_chars
-            self.stats.history_cuts += result.cuts
-        return [AuditRecord("history", {**result.audit(), "mode": self.config.mode})]
+        return out
 
     def feed(self, event: UpstreamEvent, *, more: bool = False) -> list[EngineOutput]:
         """Process one upstream event; return what to do, in order.
