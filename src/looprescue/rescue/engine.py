@@ -1,22 +1,32 @@
 """The rescue engine: one sans-IO state machine per client response.
 
-It owns every request-level decision: :meth:`RescueEngine.start` says what to send upstream
-first (the client's body, with a stall nudge or the retry overrides when due), and
-:meth:`RescueEngine.feed` turns each upstream event into what to do, in order: client items go
-to the client, ``CloseUpstream`` closes the current upstream response (feed nothing more from
-it), ``SendRequest`` sends a continuation and feeds its response, ``SaveConversation`` stores
-the conversation's new state, ``AuditRecord`` goes to the audit log.
+:meth:`RescueEngine.start` says what to send upstream first, and :meth:`RescueEngine.feed`
+turns each upstream event into what to do, in order: client items go to the client,
+``CloseUpstream`` closes the current upstream response (feed nothing more from it),
+``SendRequest`` sends a continuation and feeds its response, ``SaveConversation`` stores the
+conversation's new state, ``AuditRecord`` goes to the audit log.
+
+The engine is the policy that joins its pieces, and the protocol's order of events; each
+piece does one job and is read alone:
+
+* ``request.py``: the request-level policy, what the client's request becomes before it goes
+  upstream (history sanitized, stall nudge, retry settings);
+* ``attempt.py``: one upstream attempt's stream (feed the detector, hold, settle, release);
+* ``cut.py``: the cut plan for a confirmed loop (where to cut, what the client keeps, what
+  follows, the note);
+* ``resume.py``: the continuation, what a response carries from one attempt to the next
+  (with ``continuation.py`` for the request and ``ladder.py`` for what each resume changes).
 
 What the client sees:
 
 * Text the detector cannot be part of a future loop (``StreamDetector.safe_offset``) is
-  released at once; only the suspicious tail of a channel is held back. Each upstream attempt's
-  stream does that on its own (``attempt.py``, with its queue in ``release.py``). When a
-  block ends, its held text is released (the loop did not confirm before the model moved on).
+  released at once; only the suspicious tail of a channel is held back (the attempt's queue,
+  ``release.py``). When a block ends, its held text is released (the loop did not confirm
+  before the model moved on).
   Held text waits at most ``holdMaxMs`` on the clock the adapter tells (``tick``) and lags the
   newest char by at most ``holdMaxChars``; what passes a bound and then turns out loop is
   counted as leaked.
-* On a confirmed loop (``cut.py`` decides what follows) the held loop text is dropped, the kept
+* On a confirmed loop (the cut plan says what follows) the held loop text is dropped, the kept
   prefix is released, an optional one-line marker follows, and then (``rescue``) the
   continuation streams into the same response with client block indices continuing where they
   stopped (``blocks.py``), and one finish at the end.
@@ -139,10 +149,9 @@ class RescueEngine:
         self.conversation = conversation if conversation is not None else ConversationState()
         self.lang = lang
         self.stats = RescueStats()
-        self._watched = _WATCHED[config.watch]
         self._acting = config.mode != "observe"
         self._hold = HoldRules(
-            watched=self._watched,
+            watched=_WATCHED[config.watch],
             acting=self._acting,
             # held text never lags the newest char by more than this (config.holdMaxChars)
             max_chars=UNLIMITED if config.holdMaxChars is None else config.holdMaxChars,
@@ -153,7 +162,6 @@ class RescueEngine:
             lang=lang,
         )
         self._client = ClientSide(self.stats)
-        self._visible = self._client.visible
         self._visible_chars = self._client.visible_chars
         self._blocks = self._client.blocks
         self._resumes = Resumes(
