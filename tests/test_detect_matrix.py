@@ -35,7 +35,7 @@ from looprescue.detect import Hit, StreamDetector
 from looprescue.detect.asked import asked_ranges
 from looprescue.detect.channel import ChannelDetector
 from looprescue.detect.limits import STRIDE
-from looprescue.detect.rules.periodic import LONG_CODE_LINE_FACTOR
+from looprescue.detect.copies import LONG_CODE_LINE_FACTOR
 
 SHORT_UNIT = 150
 SHORT_BOUND = 300

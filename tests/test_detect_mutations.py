@@ -59,7 +59,7 @@ MUTATIONS = {
     ),
     # the guard that calls a template of a few letters a chant of numbers, widened
     "tiny template guard": (
-        "rules/periodic.py",
+        "rules/counter.py",
         "TINY_TEMPLATE_LETTERS: Final = 4",
         "TINY_TEMPLATE_LETTERS: Final = 8",
         ("asked_list", range(8), "zh", ("none",), "text"),

@@ -18,9 +18,9 @@ from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
+from looprescue.detect.copies import hit_for
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rule import CHECKPOINT, LINE_START, Rule
-from looprescue.detect.rules.periodic import hit_for
 from looprescue.detect.segment import Segmenter
 
 _FEEDS: Final = frozenset({LINE_START, CHECKPOINT})

@@ -1,0 +1,183 @@
+"""Rule ``counter``: copies identical but for their numbers, in a shape nobody asks for.
+
+What it catches: a periodic run of the folded text (every number folded to one char,
+``buffer.py``) whose copies differ in their numbers, when the unit is
+
+* ``block``: prose of several sentences or lines restated with a new number (``### Step 9``
+  and its paragraph, then ``### Step 10`` and the same paragraph);
+* ``table``: a markdown table row whose only change is its row number;
+* ``renumbered``: a numbered list item whose content is gone (``12. Banana``, ``13. Banana``;
+  ``12. 12. 1. 12``);
+* ``item``: one line whose numbers do not count up, or a row of results whose result never
+  changes (``7 x 12 = 12``);
+* ``tiny``: a template with hardly any text (``t1t2t3``, at most ``TINY_TEMPLATE_LETTERS``
+  letters): a chant of numbers.
+
+Why that is a loop: the text stays while only a number moves on, so the model says nothing new.
+
+Not a loop (its guards): a counter template is what a user gets who asks for 40 CSS classes, a
+JSON array, log lines, numbered stubs or SQL seed rows. So code and data (``looks_like_code``,
+anything inside a fence) never fire; a one-line item whose index counts up by one step is an
+enumeration; a log of measurements, whose copies change many numbers, passes
+(``counterMaxChangingNumbers``). Only the request says where an asked list should stop: that is
+the ``overrun`` rule's. A counter needs one copy more than a cycle of the same unit (a prose
+block or a list item whose words stay: as many; an item whose sentence stays, at least
+``SENTENCE_ITEM_WIDTH`` wide: as many as a block), ``counterMinRepeats`` at least, filling
+``counterMinChars`` (a CJK char counted as two).
+
+Where it cuts: after one copy, as ``cycle`` does (``copies.natural_start``). The runs are found
+and tracked by ``rules/periodic.py``, which hosts this rule and ``cycle``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from looprescue.config import DetectorConfig
+from looprescue.detect.buffer import TextWindow
+from looprescue.detect.copies import (
+    NumbersByLine,
+    UnitFacts,
+    copies_needed,
+    copy_texts,
+    fills,
+)
+from looprescue.detect.shape import (
+    NO_SPACES_SCRIPT,
+    Content,
+    is_table_row,
+    letters_in,
+    looks_like_code,
+    numbered_item_body,
+    numbers_of,
+    text_width,
+    units_in,
+)
+
+# A renumbered list item at least this wide (``shape.text_width``) is a sentence, not an answer
+# word: copies of it are a block restated (``cycleBlockRepeats``).
+SENTENCE_ITEM_WIDTH: Final = 40
+# A counter template with at most this many letters (a CJK char counted as two) is a chant of
+# numbers, not an enumeration anyone asked for (``t1t2t3``, ``1stu2stu``; ``用户编号 7`` is
+# words).
+TINY_TEMPLATE_LETTERS: Final = 4
+
+
+def _same_item_renumbered(unit: str) -> bool:
+    """One numbered list item whose content is gone: no number but its list number (``12.
+    Banana``), or nothing but numbers (``12. 12. 1. 12``)."""
+    body = numbered_item_body(unit)
+    if body is None or "\n" in body.strip():
+        return False
+    return not numbers_of(body) or letters_in(body) == 0
+
+
+def content_gone(texts: list[str]) -> bool:
+    """Renumbered items are degenerate when their text stays while the number moves on, or,
+    for items of nothing but numbers, when some number stays (``12. 12. 1. 12``): ``12. 12``,
+    all of whose numbers count, is a list of numbers someone asked for."""
+    bodies = [numbered_item_body(t) or "" for t in texts]
+    if len(bodies) < 3 or letters_in(bodies[-1]) or not numbers_of(bodies[-1]):
+        return True
+    rows = [numbers_of(b) for b in bodies]
+    return any(len({row[k] for row in rows}) == 1 for k in range(min(map(len, rows))))
+
+
+def counter_shape(unit: str, content: Content) -> str | None:
+    """Which kind of counter template the unit is, when its repetition can be a loop:
+    ``table`` (a row: a loop when only its row number changes), ``renumbered`` (a list
+    item whose content is gone: only its number, or only numbers), ``tiny`` (hardly any
+    text), ``block`` (several sentences or lines of prose), ``item`` (one line: a loop
+    only when its numbers do not count up, else it is an enumeration). None: code, data,
+    or what a user asks for. (Inside a fence a counter template is always code.)"""
+    if is_table_row(unit):
+        return "table" if content in (Content.WORDS, Content.NUMERIC) else None
+    if _same_item_renumbered(unit):
+        return "renumbered"
+    if content is not Content.WORDS or looks_like_code(unit):
+        return None
+    block = units_in(unit) >= 2
+    if letters_in(unit) + len(NO_SPACES_SCRIPT.findall(unit)) <= TINY_TEMPLATE_LETTERS:
+        # a row of results (``7 x 12 = 12``) is judged like an item: by whether its result
+        # changes, not by the many copies a chant of numbers needs
+        return "item" if "=" in unit and not block else "tiny"
+    return "block" if block else "item"
+
+
+def counter_copies_needed(cfg: DetectorConfig, unit: str, shape: str) -> float:
+    if shape == "tiny":
+        return max(cfg.counterMinRepeats, cfg.cycleCharRepeats)
+    words = shape == "renumbered" and letters_in(unit) > 0
+    if words and text_width(unit) >= SENTENCE_ITEM_WIDTH:
+        # a sentence that stays while its list number counts on is a block restated: a
+        # list of answers repeats a short word ("Yes", "无"), not a sentence
+        return max(cfg.counterMinRepeats, cfg.cycleMinRepeats, cfg.cycleBlockRepeats)
+    if shape == "block" or words:
+        # several lines of prose restated with only a number changed, or one list item
+        # whose words stay while its list number counts on: a copy of the same words is as
+        # plain a loop as a verbatim one, and as long a unit to wait for
+        return max(cfg.counterMinRepeats, copies_needed(cfg, unit, Content.WORDS))
+    return max(cfg.counterMinRepeats, copies_needed(cfg, unit, Content.WORDS) + 1)
+
+
+def not_an_enumeration(
+    numbers: NumbersByLine, win: TextWindow, spans: list[tuple[int, int]]
+) -> bool:
+    """A one-line counter template is an enumeration (what was asked for) when an index
+    counts up, unless it is a row of results whose result never changes (``7 x 12 = 12``).
+    Judged on the last few copies (their raw spans, oldest first)."""
+    if len(spans) < 3:
+        return False  # too few copies to tell: an enumeration by default
+    if "=" in win.slice(*spans[-1]):
+        texts = [win.slice(*span) for span in spans]
+        results = [numbers_of(t.rsplit("=", 1)[1]) for t in texts if "=" in t]
+        if len(results) == len(texts) and results[0] and all(r == results[0] for r in results):
+            return True
+    rows = [numbers.values(win, span) for span in spans]
+    for position in range(min(len(row) for row in rows)):
+        steps = {rows[k + 1][position] - rows[k][position] for k in range(len(rows) - 1)}
+        if len(steps) == 1 and steps.pop() > 0:
+            return False  # an index: it counts up by one step
+    return True
+
+
+def counter_shape_ready(
+    cfg: DetectorConfig,
+    facts: UnitFacts,
+    win: TextWindow,
+    onset: int,
+    end: int,
+    raw_chars: int,
+    copies: float,
+    in_fence: bool,
+) -> str | None:
+    """The unit's counter shape when its copies are enough for one: ``counterMinRepeats``
+    whatever its shape (never one in a fence), filling ``counterMinChars``, a CJK char counted
+    as two."""
+    if in_fence or copies < cfg.counterMinRepeats:
+        return None
+    if not fills(win, onset, end, raw_chars, cfg.counterMinChars):
+        return None
+    return facts.counter_shape
+
+
+def is_counter_loop(
+    cfg: DetectorConfig,
+    shape: str,
+    changes: int,
+    numbers: NumbersByLine,
+    win: TextWindow,
+    spans: list[tuple[int, int]],
+    latest: int,
+    unit: int,
+) -> bool:
+    """Whether copies of a counter shape whose numbers change (``changes`` at most on one line
+    of consecutive copies) are a loop: few numbers change (any for a renumbered item), only
+    the row number of a table row, an item that is no enumeration, a renumbered item whose
+    content is gone."""
+    return (
+        (changes <= cfg.counterMaxChangingNumbers or shape == "renumbered")
+        and (shape != "table" or changes == 1)
+        and (shape != "item" or not_an_enumeration(numbers, win, spans))
+        and (shape != "renumbered" or content_gone(copy_texts(win, latest, unit, 6)))
+    )
