@@ -92,6 +92,10 @@ MEANINGS = {
     " counted as two).",
     "detector.counterMaxChangingNumbers": "Numbers that may change from one copy of a counter"
     " loop to the next; a log or a table of measurements changes more, and is not a loop.",
+    "detector.countedMaxItems": "Items a template equal but for a counting number may run to"
+    " (`elif n == 14: return 14`, …) before it is a loop, when the request names no larger"
+    " number; the items past it are cut. Only judged against a request (never by `scan`)."
+    " null: never.",
     "detector.paragraphMinChars": "Length of a prose paragraph of the visible text whose"
     " verbatim re-emission is a loop (periods too long to wait for three copies).",
     "detector.poolWindow": "Recent sentences the pool rule looks at.",

@@ -32,7 +32,7 @@ from tests.support.loopgen import Case, width
 
 from looprescue.config import DetectorConfig
 from looprescue.detect import Hit, StreamDetector
-from looprescue.detect.asked import asked_ranges
+from looprescue.detect.asked import asked_ranges, largest_count
 from looprescue.detect.channel import ChannelDetector
 from looprescue.detect.limits import STRIDE
 from looprescue.detect.copies import LONG_CODE_LINE_FACTOR
@@ -54,8 +54,13 @@ chunkings = st.lists(st.integers(1, 48), min_size=1, max_size=4)
 
 def run(case: Case, sizes: list[int]) -> Hit | None:
     """Stream the case in deltas whose sizes cycle through ``sizes``, as the proxy would, with
-    the request's asked ranges."""
-    detector = StreamDetector(DetectorConfig(), watch="both", asked=asked_ranges(case.request))
+    the request's asked ranges and counts."""
+    detector = StreamDetector(
+        DetectorConfig(),
+        watch="both",
+        asked=asked_ranges(case.request),
+        asked_up_to=largest_count(case.request),
+    )
     text, pos, i = case.text, 0, 0
     while pos < len(text):
         step = sizes[i % len(sizes)]
@@ -73,6 +78,7 @@ def whole(case: Case) -> Hit | None:
         case.channel,  # type: ignore[arg-type]
         DetectorConfig(),
         asked_ranges(case.request) if case.channel == "text" else (),
+        asked_up_to=largest_count(case.request) if case.channel == "text" else None,
     )
     return detector.feed(case.text) or detector.flush()
 
@@ -134,7 +140,7 @@ def time_problem(case: Case, hit: Hit) -> str | None:
     return None
 
 
-FENCED = frozenset({"code_lines"})
+FENCED = frozenset({"code_lines", "counted"})
 
 LOOP_SHAPES = sorted(loopgen.LOOPS)
 HEALTHY_SHAPES = sorted(loopgen.HEALTHY)
@@ -142,7 +148,7 @@ HEALTHY_SHAPES = sorted(loopgen.HEALTHY)
 
 # Shapes bounded by the request only: a request bounds the answer, never the reasoning (which
 # may well count past it while it plans).
-ANSWER_ONLY = frozenset({"overrun"})
+ANSWER_ONLY = frozenset({"overrun", "counted"})
 LOOP_CELLS = [
     (shape, lang, channel)
     for shape in LOOP_SHAPES

@@ -705,8 +705,24 @@ def test_a_list_past_the_asked_range_is_cut_there_and_the_answer_finishes() -> N
     assert cut.data == {"channel": "text", "rule": "overrun", "action": "finish"}
 
 
-def test_an_old_prompt_bounds_no_list_after_a_tool_result() -> None:
-    # the answer follows a tool result, not the prompt that asked for 1..50
+def test_a_template_counted_on_unasked_is_cut_after_the_bound_and_finishes() -> None:
+    ladder = "".join(f"    elif n == {i}:\n        return {i}\n" for i in range(1, 150))
+    text = "```python\ndef fib(n):\n    if n == 0:\n        return 0\n" + ladder
+    body = counting_request("Write a Python function that returns the nth Fibonacci number.")
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), body)
+    result = run(engine, Script(text=text).events())
+    check_well_formed(result)
+    assert not result.resumes  # a continuation would only count on
+    assert result.content("text").endswith("    elif n == 39:\n        return 39\n")
+    assert engine.stats.leaked_loop_chars == 0
+    cut = next(r for r in result.audit if r.kind == "cut")
+    assert cut.data == {"channel": "text", "rule": "counted", "action": "finish"}
+
+
+def test_after_a_tool_result_an_earlier_count_bounds_only_a_template() -> None:
+    # the answer follows a tool result: the range asked before no longer marks where a list
+    # must stop (overrun), but no count the user named was 120, so a bare count is a template
+    # counted on past every count asked (counted)
     body = {
         **REQUEST,
         "messages": [
@@ -717,7 +733,13 @@ def test_an_old_prompt_bounds_no_list_after_a_tool_result() -> None:
     }
     engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), body)
     result = run(engine, Script(text=COUNT).events())
-    assert result.content("text") == COUNT and engine.stats.detections == 0
+    assert result.content("text").endswith(", 49, 50, ")
+    cut = next(r for r in result.audit if r.kind == "cut")
+    assert cut.data == {"channel": "text", "rule": "counted", "action": "finish"}
+    shorter = ", ".join(str(n) for n in range(1, 56))  # five past 50: an overshoot, not a loop
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), body)
+    result = run(engine, Script(text=shorter).events())
+    assert result.content("text") == shorter and engine.stats.detections == 0
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

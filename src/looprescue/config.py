@@ -66,6 +66,10 @@ class DetectorConfig(_Strict):
     # A counter loop changes one number per copy (maybe shown twice); a log or a table of
     # measurements changes many, and is not a loop.
     counterMaxChangingNumbers: int = Field(2, ge=1, le=1000)
+    # counted: a template equal but for a counting number is a loop once it runs past this
+    # many items and past every number the request names (only when there is a request).
+    # null: never.
+    countedMaxItems: int | None = Field(40, ge=5, le=100_000)
     # paragraph: a long paragraph re-emitted verbatim (loops whose period is too long to show
     # three copies soon).
     paragraphMinChars: int = Field(280, ge=40, le=1_000_000)

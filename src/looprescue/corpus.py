@@ -13,7 +13,7 @@ import orjson
 
 from looprescue.config import DetectorConfig
 from looprescue.detect import StreamDetector
-from looprescue.detect.asked import asked_ranges
+from looprescue.detect.asked import asked_ranges, largest_count
 
 LABELS = ("loop", "normal", "borderline")
 # Loop excerpts shorter than this are continued by repeating their looping part, so that a
@@ -265,13 +265,15 @@ class Verdict:
 
 def judge(record: Record, config: DetectorConfig, rng: random.Random) -> Verdict:
     """Stream one record through a fresh detector in random 2-6 char deltas (told the ranges
-    its prompt asks for, as the proxy tells it a request's), asking for the watermark after
+    and the counts its prompt asks for, as the proxy tells it a request's; a record without a
+    prompt is judged as ``scan`` judges a session file), asking for the watermark after
     every delta as a proxy in ``rescue`` does."""
     text = record.scored_text()
     allowed = record.allowed_copy()
     asked = asked_ranges(record.prompt) if record.prompt else ()
+    asked_up_to = largest_count(record.prompt) if record.prompt else None
     channel = record.channel
-    detector = StreamDetector(config, watch="both", asked=asked)
+    detector = StreamDetector(config, watch="both", asked=asked, asked_up_to=asked_up_to)
     consumed = released = 0
     for delta in random_deltas(text, rng):
         consumed += len(delta)

@@ -590,6 +590,52 @@ def marker_lines(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+# what a request that names no count is answered with: a template counting on to the budget
+_COUNTED: dict[str, tuple[str, str, str]] = {
+    # name: (the request in en, in zh, the template's head)
+    "ladder": (
+        "Write a Python function that returns the nth Fibonacci number.",
+        "用 Python 写一个返回第 n 个斐波那契数的函数。",
+        "```python\ndef fib(n):\n    if n < 2:\n        return n\n",
+    ),
+    "rows": (
+        "Give me some sample user records as JSON.",
+        "给我一些 JSON 格式的示例用户数据。",
+        "```json\n[\n",
+    ),
+}
+
+
+def counted(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A template equal but for a counting number, on and on, when the request asked for no
+    count: the copies past ``countedMaxItems`` (40) are the loop."""
+    name = rng.choice(sorted(_COUNTED))
+    en, zh, head = _COUNTED[name]
+    request = zh if lang == "zh" else en
+    if name == "ladder":
+        items = [f"    elif n == {i}:\n        return {i}\n" for i in range(2, 160)]
+    else:
+        fields = {
+            "zh": '"名称": "用户", "状态": "正常"',
+            "en": '"name": "user", "active": true',
+            "mixed": '"name": "用户", "active": true',
+        }[lang]
+        items = [f'  {{"id": {i}, {fields}}},\n' for i in range(1, 160)]
+    # the rule counts copies from the first that equals the next; one item of slack
+    pre = preamble(rng, lang, channel) + head + "".join(items[:40])
+    return _loop_case(
+        "counted",
+        rng,
+        lang,
+        channel,
+        "".join(items[40:]),
+        len(items[40]),
+        width(items[40]),
+        request=request,
+        pre=pre,
+    )
+
+
 LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "pool": pool,
     "rotation": rotation,
@@ -603,6 +649,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "code_lines": code_lines,
     "table_rows": table_rows,
     "overrun": overrun,
+    "counted": counted,
     "marker_lines": marker_lines,
 }
 

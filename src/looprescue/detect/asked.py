@@ -72,6 +72,26 @@ def _counts(text: str) -> list[int]:
     return found
 
 
+_ANY_NUMBER: Final = re.compile(
+    r"(?<![\w.])(?:\d{1,6}|" + "|".join(_EN_NUMBERS) + r")(?![\w]|\.\d)", re.IGNORECASE
+)
+
+
+def largest_count(text: str) -> int:
+    """The largest count ``text`` could be asking for: any whole number it names, in digits or
+    in words, up to :data:`MAX_COUNT` (above that it is a year or a size), and the ends of the
+    ranges it names. 0 when it names none. A list the request might have asked for is never
+    judged shorter than this (``rules/counted.py``)."""
+    found = [
+        n
+        for word in _ANY_NUMBER.findall(text)
+        if (n := int(word) if word.isdigit() else _EN_NUMBERS[word.lower()]) <= MAX_COUNT
+    ]
+    found.extend(_zh_number(match["n"]) for match in _ZH_COUNT.finditer(text))
+    found.extend(last for _, last in asked_ranges(text))
+    return max(found, default=0)
+
+
 def asked_ranges(text: str) -> tuple[tuple[int, int], ...]:
     """The numbered ranges ``text`` asks for, as (first, last) pairs, in order: the ranges
     it names, then the counts it asks for (``50 user ids``: 1 to 50)."""

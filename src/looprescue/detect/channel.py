@@ -58,18 +58,23 @@ class ChannelDetector:
         correction: tuple[str, ...] = (),
         shown: str = "",
         shown_loop: str = "",
+        asked_up_to: int | None = None,
     ) -> None:
         """``asked``: the numbered ranges the request asks for (``detect.asked``);
         ``correction``: the sentences of the correction a continuation was sent
         (``rules.parrot``); ``shown``: the answer the client already has when this is a
-        continuation, and ``shown_loop`` the kept copy of the loop in it (``rules.restate``)."""
+        continuation, and ``shown_loop`` the kept copy of the loop in it (``rules.restate``);
+        ``asked_up_to``: the largest count the request names (``detect.asked.largest_count``),
+        None without a request (``rules.counted`` is then off)."""
         self.channel = channel
         structural = channel == "text"
         # Held text: two maximal periods (a run is compared one period back, and new periods are
         # searched one period back) plus room for a paragraph probe.
         keep = 2 * cfg.cycleMaxPeriod + cfg.paragraphMinChars + 4 * STRIDE
         self._win = TextWindow(keep)
-        rules = build_rules(RuleContext(channel, cfg, asked, correction, shown, shown_loop))
+        rules = build_rules(
+            RuleContext(channel, cfg, asked, correction, shown, shown_loop, asked_up_to)
+        )
         self._rules = rules
         self._window_rules: list[Rule] = []  # the rules that judge the window, in order
         self._holding_rules: list[Rule] = []  # the rules with a watermark

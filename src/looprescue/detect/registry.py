@@ -20,6 +20,7 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel
 from looprescue.detect.rule import Rule
+from looprescue.detect.rules.counted import CountedRule
 from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.imports import ImportsRule
 from looprescue.detect.rules.lines import LinesRule
@@ -40,7 +41,8 @@ class RuleContext:
 
     ``asked``: the numbered ranges the request asks for (``detect.asked``); ``correction``: the
     sentences of the correction a continuation was sent; ``shown``: the answer the client
-    already has when this is a continuation, ``shown_loop`` the kept copy of the loop in it."""
+    already has when this is a continuation, ``shown_loop`` the kept copy of the loop in it;
+    ``asked_up_to``: the largest count the request names, None when there is no request."""
 
     channel: Channel
     cfg: DetectorConfig
@@ -48,6 +50,7 @@ class RuleContext:
     correction: tuple[str, ...] = ()
     shown: str = ""
     shown_loop: str = ""
+    asked_up_to: int | None = None
 
     @property
     def visible(self) -> bool:
@@ -105,6 +108,13 @@ def _overrun(ctx: RuleContext) -> Rule | None:
     return rule if rule.active else None
 
 
+def _counted(ctx: RuleContext) -> Rule | None:
+    if not ctx.visible:
+        return None  # a request bounds the answer, never the reasoning's planning
+    rule = CountedRule(ctx.channel, ctx.cfg.countedMaxItems, ctx.asked_up_to)
+    return rule if rule.active else None
+
+
 def _parrot(ctx: RuleContext) -> Rule | None:
     if not ctx.correction:
         return None
@@ -125,6 +135,7 @@ RULES: Final[tuple[Callable[[RuleContext], Rule | None], ...]] = (
     _paragraph,
     _periodic,
     _overrun,
+    _counted,
     _parrot,
 )
 

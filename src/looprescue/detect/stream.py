@@ -27,13 +27,17 @@ class StreamDetector:
         config: DetectorConfig | LoopRescueConfig | None = None,
         watch: Watch | None = None,
         asked: tuple[tuple[int, int], ...] = (),
+        asked_up_to: int | None = None,
         correction: tuple[str, ...] = (),
         shown: str = "",
         shown_loop: str = "",
     ) -> None:
         """``asked``: the numbered ranges the request asks for (``detect.asked``), which bound
-        the lists of the answer (the text channel); ``correction``: the sentences of the
-        correction a continuation was sent, which its answer must not copy (``rules.parrot``);
+        the lists of the answer (the text channel); ``asked_up_to``: the largest count the
+        request names (``detect.asked.largest_count``), None when there is no request (offline
+        text: ``rules.counted`` then has no bound and stays off); ``correction``: the
+        sentences of the correction a continuation was sent, which its answer must not copy
+        (``rules.parrot``);
         ``shown``: the answer a continuation's client already has, which it must not write
         again, and ``shown_loop`` the kept copy of the cut loop in it (``rules.restate``)."""
         cfg = _detector_config(config)
@@ -42,6 +46,7 @@ class StreamDetector:
         self._cfg = cfg
         self.watch = watch
         self._asked = asked
+        self._asked_up_to = asked_up_to
         self._correction = correction
         self._shown = shown
         self._shown_loop = shown_loop
@@ -55,7 +60,13 @@ class StreamDetector:
         if channel != "text":
             return ChannelDetector(channel, self._cfg)
         return ChannelDetector(
-            channel, self._cfg, self._asked, self._correction, self._shown, self._shown_loop
+            channel,
+            self._cfg,
+            self._asked,
+            self._correction,
+            self._shown,
+            self._shown_loop,
+            self._asked_up_to,
         )
 
     def watches(self, channel: Channel) -> bool:

@@ -26,9 +26,10 @@ from .events import Channel, StopReason
 from .marker import Lang
 
 # rules after whose cut the response finishes instead of resuming: the answer is whole
-# (overrun), or the continuation copies its correction (parrot) or the answer shown before it
-# (restate), which a new one, sent the same, would repeat
-FINISHING_RULES = frozenset({"overrun", "parrot", "restate"})
+# (overrun) or counts on past any count asked (counted), or the continuation copies its
+# correction (parrot) or the answer shown before it (restate), which a new one, sent the
+# same, would repeat
+FINISHING_RULES = frozenset({"overrun", "counted", "parrot", "restate"})
 
 
 class CutAction(str, Enum):

@@ -45,7 +45,7 @@ from enum import Enum
 from typing import Any
 
 from ..config import LoopRescueConfig
-from ..detect.asked import asked_ranges
+from ..detect.asked import asked_ranges, largest_count
 from ..detect.hits import Hit
 from . import marker as notes
 from .attempt import UNLIMITED, Attempt, ClientSide, HoldRules, LoopDetector
@@ -56,7 +56,7 @@ from .continuation import (
     RequestEditor,
     summarize_loop,
 )
-from .conversation import ConversationState, latest_prompt
+from .conversation import ConversationState, human_texts, latest_prompt
 from .cut import CutAction, CutPlan, plan_cut
 from .events import (
     AuditRecord,
@@ -170,7 +170,12 @@ class RescueEngine:
             lang,
             self._client,
             editor.output_budget(request_body),
-            DetectorInputs(asked=asked_ranges(latest_prompt(request_body))),
+            DetectorInputs(
+                asked=asked_ranges(latest_prompt(request_body)),
+                # an agent's answer often follows a tool result: any count the human named
+                # in the conversation bounds a template (the prompt's own ranges bound lists)
+                asked_up_to=largest_count("\n".join(human_texts(request_body))),
+            ),
             detector_factory,
         )
         self._attempt = Attempt(0, self._resumes.new_detector(), self._hold, self._client)

@@ -42,6 +42,9 @@ class DetectorInputs:
 
     # the numbered ranges the client's latest message asks for bound the answer's lists
     asked: tuple[tuple[int, int], ...] = ()
+    # the largest count the human named in the conversation bounds a template counted on
+    # (rules.counted); None: no request to bound it
+    asked_up_to: int | None = None
     # the last continuation's correction, which its answer must not copy (rules.parrot)
     correction: tuple[str, ...] = ()
     # what a continuation's answer must not write again (rules.restate): the answer the client
@@ -89,6 +92,7 @@ class Resumes:
             self._config,
             watch=self._config.watch,
             asked=inputs.asked,
+            asked_up_to=inputs.asked_up_to,
             correction=inputs.correction,
             shown=inputs.shown,
             shown_loop=inputs.shown_loop,
@@ -151,6 +155,7 @@ class Resumes:
         kept_text, tools = correction_inputs(request_body, kept)
         self.inputs = DetectorInputs(
             asked=self.inputs.asked,
+            asked_up_to=self.inputs.asked_up_to,
             correction=notes.correction_sentences(summary, kept_text, self._lang, tools),
             shown=kept.text,
             shown_loop=self._loop_copy,

@@ -112,7 +112,7 @@ class OverrunRule(Rule):
                 continue
             chain.value, chain.seen_to = value, end
             if value == last + 1:
-                chain.past = _item_start(win, at)
+                chain.past = item_start(win, at)
             if chain.past is not None and value - last >= overrun_items(first, last):
                 return Hit(
                     rule="overrun",
@@ -148,11 +148,11 @@ class OverrunRule(Rule):
             if chain.past is not None:
                 held = min(held, chain.past)
             elif chain.value == chain.last:
-                held = min(held, _next_item_start(win, chain.seen_to, end))
+                held = min(held, next_item_start(win, chain.seen_to, end))
         return held
 
 
-def _next_item_start(win: TextWindow, after: int, end: int) -> int:
+def next_item_start(win: TextWindow, after: int, end: int) -> int:
     """Where text after ``after`` could already be the next item: the start of a number still
     being written at the end, or of a short line without digits that its number may end."""
     text = win.slice(max(after, win.base), end)
@@ -167,7 +167,7 @@ def _next_item_start(win: TextWindow, after: int, end: int) -> int:
     return end
 
 
-def _item_start(win: TextWindow, at: int) -> int:
+def item_start(win: TextWindow, at: int) -> int:
     """Where the item whose number is at ``at`` begins."""
     line = win.slice(max(win.base, at - ITEM_PREFIX - 1), at)
     newline = line.rfind("\n")

@@ -1,0 +1,188 @@
+"""Rule ``counted``: a template written again and again with only a counting number changed,
+far past any count the request names.
+
+What it catches. Copies equal char for char but for one number that counts up by one:
+``elif n == 14: return 14`` then ``elif n == 15: return 15`` inside a Fibonacci function, or
+``{"id": 212, "name": "user"}`` on and on. A small model that falls into such a template
+writes it until the token budget runs out.
+
+Why that is a loop. Nothing in the copies is new but the counter, and the request never asked
+for so many: the run goes past :data:`~looprescue.config.DetectorConfig.countedMaxItems`
+items and past every number the request names (``largest_count``: "count to 100", "fifty
+rows" raise the bound to 100 and 50).
+
+What is not a loop. A list whose items change in anything but the counter (``1. Alabama``,
+``2. Alaska``; a log line whose measurement changes): one differing char starts the count
+again. A list that stays within the bound. Any text judged without a request (``scan`` of a
+session file): the rule then has no bound to go by and stays off, so the detector is told
+``asked_up_to=None`` there.
+
+Where it cuts. Where the first item past the bound begins (its line, or its number in a
+one-line list), once a fifth of the bound more (at least 5) have followed: the items within
+the bound stay, as ``overrun`` keeps what was asked. The engine then finishes the answer
+there: a continuation would only count on.
+
+How it stays incremental. Each number is looked at once. A chain waits for the next value
+(one more than its last) within ``ITEM_GAP`` chars, and keeps only the text between its last
+two members (numbers equal to the counter masked): the template's one copy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Final
+
+from looprescue.detect.buffer import TextWindow
+from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.rules.overrun import (
+    ITEM_GAP,
+    MAX_DIGITS,
+    item_start,
+    next_item_start,
+    overrun_items,
+)
+from looprescue.detect.segment import Segmenter
+
+_FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
+_NUMBER: Final = re.compile(r"\d+")
+# the chains kept before stale ones are swept out (each number may start one)
+SWEEP_AT: Final = 256
+
+
+@dataclass(slots=True)
+class _Chain:
+    value: int  # the counter's last value
+    seen_to: int  # offset after it
+    first: int  # the counter's value where the equal copies began
+    template: str | None = None  # the text between the last two values, the counter masked
+    past: int | None = None  # where the first item past the bound begins
+
+    def items(self) -> int:
+        return self.value - self.first + 1
+
+
+def _masked(text: str, low: int, high: int) -> str:
+    """``text`` with every number equal to ``low`` or ``high`` replaced by ``#``: a copy may
+    say its counter twice (``elif n == 14: return 14``)."""
+    if not any(c.isdigit() for c in text):
+        return text
+    return _NUMBER.sub(lambda m: "#" if int(m.group()) in (low, high) else m.group(), text)
+
+
+class CountedRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("counted",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
+    def __init__(self, channel: Channel, max_items: int | None, asked_up_to: int | None) -> None:
+        self.channel = channel
+        # off without a request to bound it, or when the config turns it off
+        self.limit = 0 if max_items is None or asked_up_to is None else max(max_items, asked_up_to)
+        self._chains: dict[int, _Chain] = {}  # by the value each waits for
+        self._sweep_at = SWEEP_AT
+        self._tallest = 0  # most items of any chain (may be stale: it only guides a skip)
+        self._scanned = 0  # numbers before this offset are followed
+
+    @property
+    def active(self) -> bool:
+        return self.limit > 0
+
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
+        """Follow the numbers up to ``cp`` (the char at ``cp`` is known unless ``final``): a
+        number touching the end of what is known may go on, and waits for the next check."""
+        stop = cp if final else cp + 1
+        start = max(self._scanned, win.base)
+        self._scanned = cp
+        for number in _NUMBER.finditer(win.slice(start, stop)):
+            at, end = start + number.start(), start + number.end()
+            if end == stop and not final:
+                self._scanned = at  # it may have more digits
+                break
+            if len(self._chains) > self._sweep_at:
+                self._sweep(at)
+            hit = self._follow(self._chains, win, number.group(), at, end)
+            if hit is not None:
+                return hit
+        return None
+
+    def _sweep(self, at: int) -> None:
+        """Drop chains whose next value can no longer come; sweep again only once as many
+        have been added (amortized O(1) per number)."""
+        live = {v: c for v, c in self._chains.items() if at - c.seen_to <= ITEM_GAP}
+        self._chains = live
+        self._tallest = max((c.items() for c in live.values()), default=0)
+        self._sweep_at = max(SWEEP_AT, 2 * len(live))
+
+    def _follow(
+        self, chains: dict[int, _Chain], win: TextWindow, digits: str, at: int, end: int
+    ) -> Hit | None:
+        if len(digits) > MAX_DIGITS:
+            return None
+        value = int(digits)
+        chain = chains.get(value)
+        if chain is None or at - chain.seen_to > ITEM_GAP:
+            waiting = chains.get(value + 1)
+            if waiting is None or at - waiting.seen_to > ITEM_GAP:
+                chains[value + 1] = _Chain(value, end, value)
+            return None
+        del chains[value]
+        template = _masked(win.slice(chain.seen_to, at), chain.value, value)
+        if template != chain.template:
+            # the copies differ: the count starts again from the last value
+            chain.template, chain.first, chain.past = template, chain.value, None
+        chain.value, chain.seen_to = value, end
+        chains[value + 1] = chain
+        items = chain.items()
+        if items > self._tallest:
+            self._tallest = items
+        limit = self.limit
+        if items == limit + 1:
+            chain.past = item_start(win, at)
+        if chain.past is not None and items - limit >= overrun_items(1, limit):
+            return Hit(
+                rule="counted",
+                channel=self.channel,
+                prune_offset=chain.past,
+                loop_start=chain.past,
+                fired_at=end,
+                repeats=float(items - limit),
+                period=None,
+                evidence=(
+                    f"one template counted {chain.first}…{value}, {items} copies; "
+                    f"nothing asked for more than {limit}"
+                ),
+            )
+        return None
+
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
+        """Where the first item past the bound begins while the run may go on, and, once a run
+        reached the bound, where its next item could begin. The numbers not yet followed are
+        followed on copies of the chains that they could take to the bound."""
+        start = max(self._scanned, win.base)
+        end = win.end
+        tail = win.slice(start, end)
+        numbers = list(_NUMBER.finditer(tail))
+        need = self.limit - len(numbers)
+        if self._tallest < need:
+            return end  # no chain can reach the bound in what is not followed yet
+        chains = {v: replace(c) for v, c in self._chains.items() if c.items() >= need}
+        for number in numbers:
+            if start + number.end() == end:
+                break  # it may have more digits
+            at = start + number.start()
+            self._follow(chains, win, number.group(), at, start + number.end())
+        held = end
+        for chain in chains.values():
+            if end - chain.seen_to > ITEM_GAP:
+                continue  # the run ended
+            if chain.past is not None:
+                held = min(held, chain.past)
+            elif chain.items() == self.limit:
+                held = min(held, next_item_start(win, chain.seen_to, end))
+        return held

@@ -1,0 +1,172 @@
+"""Rule ``counted``: a template equal but for a counting number, far past any count the
+request names."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from looprescue.config import DetectorConfig
+from looprescue.corpus import random_deltas
+from looprescue.detect import StreamDetector, scan_text
+from looprescue.detect.asked import largest_count
+from looprescue.detect.rules.counted import SWEEP_AT
+
+CONFIG = DetectorConfig()
+HEAD = "```python\ndef fib(n):\n    if n == 0:\n        return 0\n"
+
+
+def ladder(last: int) -> str:
+    """``elif n == 1: return 1`` … up to ``last``: the Fibonacci function a small model writes
+    when it stops computing."""
+    return HEAD + "".join(f"    elif n == {i}:\n        return {i}\n" for i in range(1, last + 1))
+
+
+def stream(
+    text: str, asked_up_to: int | None, seed: int = 0, config: DetectorConfig = CONFIG
+) -> tuple:
+    """(hit, the furthest the watermark released)."""
+    detector = StreamDetector(config, watch="both", asked_up_to=asked_up_to)
+    released = 0
+    for delta in random_deltas(text, random.Random(seed)):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            return hit, released
+        released = max(released, detector.safe_offset("text"))
+    return detector.flush("text"), released
+
+
+# --------------------------------------------------------------------------- loops
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_ladder_nobody_asked_for_is_cut_after_the_bound(seed: int) -> None:
+    text = ladder(150)
+    hit, released = stream(text, asked_up_to=0, seed=seed)
+    assert hit is not None and hit.rule == "counted"
+    # the copies are counted from ``if n == 0``'s number: its text to the next equals theirs
+    assert text[hit.prune_offset :].startswith("    elif n == 40:\n")
+    assert hit.repeats == 8  # a fifth of the 40 items past them
+    assert released <= hit.prune_offset  # held from the first item past the bound
+
+
+def test_rows_counted_on_are_cut_in_a_one_line_list_at_their_number() -> None:
+    text = "Here are the ids: " + ", ".join(f"u{i}" for i in range(1, 300)) + "."
+    hit, _ = stream(text, asked_up_to=0)
+    assert hit is not None and hit.rule == "counted"
+    assert text[: hit.prune_offset].endswith("u40, u")
+
+
+def test_a_counter_shown_twice_in_a_copy_is_one_counter() -> None:
+    text = "".join(f'<option value="{i}">{i}</option>\n' for i in range(1, 120))
+    hit, _ = stream(text, asked_up_to=0)
+    assert hit is not None and hit.rule == "counted"
+    assert text[hit.prune_offset :].startswith('<option value="41">')
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 60), st.integers(40, 130))
+def test_any_chunking_gives_the_same_cut_and_the_watermark_never_passes_it(
+    seed: int, high: int, last: int
+) -> None:
+    text = ladder(last)
+    detector = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    hit, released = None, 0
+    for delta in random_deltas(text, random.Random(seed), 1, high):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            break
+        safe = detector.safe_offset("text")
+        assert safe >= released  # never takes back what it released
+        released = safe
+    hit = hit or detector.flush("text")
+    whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    reference = whole.feed("text", text) or whole.flush("text")
+    assert (hit is None) == (reference is None) == (last < 47)  # items 0…47 are 48
+    if hit is not None and reference is not None:
+        assert (hit.prune_offset, hit.fired_at) == (reference.prune_offset, reference.fired_at)
+        assert released <= hit.prune_offset
+
+
+# --------------------------------------------------------------------------- not loops
+
+
+def test_without_a_request_nothing_is_judged() -> None:
+    # a session file on disk has no request to bound its lists: scan stays quiet
+    text = ladder(150)
+    assert stream(text, asked_up_to=None)[0] is None
+    assert scan_text(text, channel="text") == []
+
+
+def test_a_count_the_request_names_raises_the_bound() -> None:
+    text = "\n".join(str(n) for n in range(1, 101)) + "\n\nDone."
+    assert stream(text, asked_up_to=largest_count("Count to 100, one number a line."))[0] is None
+    longer = "\n".join(str(n) for n in range(1, 160))
+    hit, _ = stream(longer, asked_up_to=100)
+    assert hit is not None and hit.rule == "counted"
+    assert longer[hit.prune_offset :].startswith("101\n")
+
+
+def test_items_that_change_in_more_than_their_number_are_a_list() -> None:
+    rng = random.Random(3)
+    names = ["".join(rng.choice("aeioubdklmnrst") for _ in range(7)).title() for _ in range(120)]
+    text = "".join(f"{i}. {names[i]}\n" for i in range(1, 120))
+    assert stream(text, asked_up_to=0)[0] is None
+
+
+def test_a_log_whose_measurements_change_is_no_template() -> None:
+    rng = random.Random(4)
+    text = "".join(f"epoch {i} loss {rng.uniform(0, 1):.4f}\n" for i in range(1, 200))
+    assert stream(text, asked_up_to=0)[0] is None
+
+
+def test_a_copy_that_differs_starts_the_count_again() -> None:
+    items = [f"    elif n == {i}:\n        return {i}\n" for i in range(1, 120)]
+    items[30] = "    elif n == 31:\n        return 1346269\n"  # a real value breaks the run
+    text = HEAD + "".join(items)
+    hit, _ = stream(text, asked_up_to=0)
+    assert hit is not None
+    # equal copies again from 32 on (the text from 31 to 32 differs): 40 of them kept
+    assert text[hit.prune_offset :].startswith("    elif n == 72:\n")
+
+
+def test_the_bound_is_configurable_and_null_turns_it_off() -> None:
+    text = ladder(150)
+    off = DetectorConfig(countedMaxItems=None)
+    assert stream(text, asked_up_to=0, config=off)[0] is None
+    hit, _ = stream(text, asked_up_to=0, config=DetectorConfig(countedMaxItems=10))
+    assert hit is not None and text[hit.prune_offset :].startswith("    elif n == 10:\n")
+
+
+def test_scattered_numbers_keep_the_chains_bounded() -> None:
+    # every number may start a chain; stale ones are swept out as the text goes on
+    rng = random.Random(7)
+    detector = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    text = " ".join(str(rng.randint(0, 10**5)) for _ in range(40_000))
+    (rule,) = [r for r in detector._channel("text")._rules if r.names() == ("counted",)]
+    most = 0
+    for at in range(0, len(text), 100):
+        assert detector.feed("text", text[at : at + 100]) is None
+        most = max(most, len(rule._chains))
+    assert detector.flush("text") is None
+    # a chain lives ITEM_GAP (600) chars: about 100 numbers of 6 chars, then a sweep
+    assert most <= 2 * SWEEP_AT
+
+
+@pytest.mark.parametrize(
+    ("prompt", "count"),
+    [
+        ("Write a Python function that returns the nth Fibonacci number.", 0),
+        ("Count to 100.", 100),
+        ("Print the numbers 1 to 5000.", 5000),
+        ("List fifty US states.", 50),
+        ("写出三十个编号。", 30),
+        ("In 2024 we shipped 3 releases.", 3),  # a year is no count
+        ("Upgrade to version 3.14.", 0),  # nor a version
+    ],
+)
+def test_largest_count(prompt: str, count: int) -> None:
+    assert largest_count(prompt) == count
