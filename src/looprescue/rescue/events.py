@@ -137,7 +137,7 @@ class TextDelta:
     text: Final[str]
     # None: one upstream delta. Else the upstream deltas ``text`` joins (a proxy hands the
     # deltas of one network read on together): the engine feeds the detector one at a time,
-    # takes no delta after the one that made it fire, and counts each (see ``_attempt_tokens``)
+    # takes no delta after the one that made it fire, and counts each (see ``Attempt.tokens``)
     parts: Final[tuple[str, ...] | None]
 
     def __init__(self, index: int, text: str, parts: tuple[str, ...] | None = None) -> None:
