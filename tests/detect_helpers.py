@@ -27,3 +27,21 @@ def stream(
 
 def fires(text: str, channel: str = "reasoning", config=None) -> bool:
     return stream(text, channel, config=config) is not None
+
+
+# A short block of code that tests quote or repeat whole.
+CODE_BLOCK = (
+    "    handle = open_log(path)\n"
+    "    for event in handle.events():\n"
+    "        if event['type'] == 'tool/call':\n"
+    "            calls.append(canonical(event['data']['arguments']))\n"
+    "    handle.close()\n"
+    "    assert calls == expected, describe(calls)\n"
+    "    counts[path.name] = len(calls)\n"
+)
+
+# Healthy text before a loop: where the loop begins is known.
+PREAMBLE = (
+    "The failing test builds the session header before the lock is taken, so a second "
+    "writer can slip in between. I will move the header write after the flock call.\n"
+)

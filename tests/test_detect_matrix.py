@@ -34,8 +34,8 @@ from looprescue.config import DetectorConfig
 from looprescue.detect import Hit, StreamDetector
 from looprescue.detect.asked import asked_ranges, largest_count
 from looprescue.detect.channel import ChannelDetector
-from looprescue.detect.limits import STRIDE
 from looprescue.detect.copies import LONG_CODE_LINE_FACTOR
+from looprescue.detect.limits import STRIDE
 
 SHORT_UNIT = 150
 SHORT_BOUND = 300

@@ -117,7 +117,7 @@ def test_a_clause_the_model_kept_coming_back_to_before_a_run_on_loop_is_part_of_
     # and on in one sentence that never ends: no segment of the loop to compare with, but its
     # unit's copies make up most of what came before it (with stutters judged as other short
     # units: at the default cycleClauseRepeats, the first sentence is cut already, see
-    # test_detect_stutter.py)
+    # tests/rules/test_stutter.py)
     lead = "在这个表格中，我们可以使用一个表格，"
     text = (
         lead

@@ -105,3 +105,14 @@ def test_the_watermark_holds_import_lines_that_could_still_become_a_batch():
 )
 def test_what_counts_as_an_import_line(line, expected):
     assert is_import(line) is expected
+
+
+def test_include_lines_looping_inside_a_fence_are_the_imports_rule():
+    head = "#include <llvm/MC/MCAsmInfo.h>\n#include <llvm/MC/MCInst.h>\n"
+    pair = "#include <llvm/Support/TargetSelect.h>\n#include <llvm/Support/TargetRegistry.h>\n"
+    hit = stream("```cpp\n" + head + pair * 40, "text")
+    # no program includes a header a third time: cut where the pair began, long before a
+    # fenced cycle's twelve copies
+    assert hit is not None and hit.rule == "imports"
+    assert hit.prune_offset == len("```cpp\n" + head)
+    assert hit.fired_at <= len("```cpp\n" + head) + 3 * len(pair) + 128

@@ -85,3 +85,38 @@ def test_symbol_only_lines_are_not_counted():
     )
     assert scan_text(body, "text") == []
     assert scan_text(body, "reasoning") == []
+
+
+def test_log_with_a_recurring_warning_between_changing_metrics():
+    rng = random.Random(3)
+    lines = []
+    for epoch in range(1, 40):
+        loss = 3000 - epoch * 37.3 + rng.random() * 9
+        lines.append(f"Epoch {epoch}/40")
+        lines.append(
+            f"{rng.randint(1, 4)}/4 - {rng.randint(1, 900)}ms/step - loss: {loss:.4f} - "
+            f"mae: {loss / 61:.4f}WARNING:absl:You are saving your model as an HDF5 file via "
+            "`model.save()`. This file format is considered legacy. We recommend using instead "
+            "the native Keras format, e.g. `model.save('my_model.keras')`."
+        )
+        lines.append(f"val_loss: {loss * 0.97:.4f} - learning_rate: {0.001 / epoch:.6f}")
+    log = "\n".join(lines) + "\n"
+    assert scan_text(log, "text") == []
+    assert scan_text(log, "reasoning") == []
+
+
+def test_song_with_refrains_in_both_channels():
+    chorus = "Nevermore, nevermore,\nSaid the raven at my door,\nNevermore, nevermore.\n"
+    verses = [
+        "Once upon a midnight dreary, while I pondered, weak and weary,\n"
+        "Over many a quaint and curious volume of forgotten lore,\n",
+        "Ah, distinctly I remember it was in the bleak December,\n"
+        "And each separate dying ember wrought its ghost upon the floor.\n",
+        "Eagerly I wished the morrow; vainly I had sought to borrow\n"
+        "From my books surcease of sorrow, sorrow for the lost Lenore,\n",
+        "And the silken, sad, uncertain rustling of each purple curtain\n"
+        "Thrilled me, filled me with fantastic terrors never felt before;\n",
+    ]
+    song = "".join(v + chorus + "\n" for v in verses)
+    assert scan_text(song, "text") == []
+    assert scan_text(song, "reasoning") == []

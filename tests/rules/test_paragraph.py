@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.detect_helpers import stream
+from tests.detect_helpers import CODE_BLOCK, stream
 
 from looprescue.detect import scan_text
 
@@ -53,3 +53,19 @@ def test_short_lines_of_a_refrain_are_not_a_paragraph():
     ]
     song = "".join(verse + "\n" + chorus + "\n" for verse in verses) + chorus
     assert scan_text(song, "text") == []
+
+
+def test_quoting_the_same_code_twice_while_planning_an_edit():
+    plan = (
+        "The current loop is:\n" + CODE_BLOCK + "\nI need to change it so that closing happens in "
+        "a finally block, because an exception in canonical() leaks the handle. So after the edit "
+        "it reads the same except for the try/finally. Before that, let me re-read the original "
+        "once more to be sure nothing else depends on the order:\n"
+        + CODE_BLOCK
+        + "\nRight, counts "
+        "is only read after the loop. The edited version:\n    handle = open_log(path)\n    try:\n"
+        + CODE_BLOCK.replace("    handle = open_log(path)\n", "")
+        + "    finally:\n        handle.close()\n"
+    )
+    assert scan_text(plan, "reasoning") == []
+    assert scan_text(plan, "text") == []

@@ -175,3 +175,40 @@ def test_a_long_sentence_said_again_that_opened_the_batch_is_cut_with_it():
     assert hit.prune_offset in (case.onset, case.first_copy_end) or (
         case.first_copy_end <= hit.prune_offset <= case.second_copy
     )
+
+
+def test_day_lists_that_mix_a_counter_with_a_pool_of_words():
+    rng = random.Random(3)
+    days = "".join(f"Day {n}: {rng.choice(['Rest', 'Run', 'Stretch'])}\n" for n in range(1, 61))
+    hit = stream("Your 60-day plan:\n\n" + days, "text")
+    assert hit is not None and hit.rule == "pool"
+    assert hit.prune_offset == len("Your 60-day plan:\n\n")  # none of the list is kept
+
+
+def test_copies_that_differ_in_a_word_rotate_as_a_pool():
+    rng = random.Random(9)
+    forms = ["Let me check the file.", "Let me check the code.", "Let me check the test."]
+    text = LEAD + "\n".join(rng.choice(forms) for _ in range(60))
+    hit = stream(text, "reasoning")
+    assert hit is not None and hit.rule in ("pool", "cycle")
+    # phrases this long are not held back as they come: a pool of them is cut at its first
+    # repeat, keeping each phrase's first appearance (as a cycle keeps its first copy)
+    kept = text[len(LEAD) : hit.prune_offset]
+    assert kept.count("Let me check") <= 2 * len(forms)
+
+
+PHRASES = ["OK.", "Go.", "Now.", "Output.", "Let me write."]
+
+
+def _reshuffled_lines(prefix: str, count: int = 150, seed: int = 1) -> str:
+    rng = random.Random(seed)
+    return "".join(f"{prefix}{rng.choice(PHRASES)}\n" for _ in range(count))
+
+
+def test_list_items_table_rows_and_quotes_do_not_count_in_text():
+    for prefix in ("- ", "* ", "1. ", "| ", "> "):
+        body = _reshuffled_lines(prefix)
+        assert scan_text(body, "text") == [], prefix
+    # the same phrases as plain reasoning sentences are a pool loop
+    assert scan_text(_reshuffled_lines(""), "reasoning")[0].rule == "pool"
+    assert scan_text(_reshuffled_lines(""), "text")[0].rule == "pool"

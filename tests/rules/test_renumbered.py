@@ -62,3 +62,21 @@ def test_copies_far_apart_are_no_loop():
 def test_an_item_inside_a_fence_is_code():
     text = LEAD + "```\n" + _items(range(1, 10), "# note\n") + "```\n"
     assert scan_text(text, "text") == []
+
+
+def test_renumbered_list_is_not_a_loop():
+    steps = [
+        "Back up the session file.",
+        "Check that DSH is not running.",
+        "Run the cleaner with --dry-run.",
+        "Read the diff it prints.",
+        "Run it again without --dry-run.",
+        "Resume the session.",
+    ]
+    first = "".join(f"{i}. {s}\n" for i, s in enumerate(steps, 1))
+    again = "".join(f"{i}. {s}\n" for i, s in enumerate(steps, 7))
+    text = (
+        "The procedure:\n" + first + "\nAnd for the second session, continuing the count:\n" + again
+    )
+    assert scan_text(text, "text") == []
+    assert scan_text(text, "reasoning") == []
