@@ -3,8 +3,15 @@
 Over the last ``linesWindow`` counted lines, a median length of at most ``linesMaxMedianChars``
 and at least ``linesMinDuplicateRatio`` of lines having an exact duplicate in the window gives a
 warning; a second matching window at least ``linesConfirmGap`` lines later confirms, and only a
-confirmation fires. The two-window confirmation is what keeps refrains, checklists and logs
-with a recurring short line from firing: those recover, a loop does not.
+confirmation fires.
+
+Why it is a loop: a text whose lines are mostly copies of a few short lines, for two windows
+apart, says nothing new line after line; the lines reshuffle, so no exact period shows it.
+
+Not a loop: refrains, checklists and logs with a recurring short line. They repeat inside one
+window but recover, and the two-window confirmation is what keeps them from firing. Long lines
+(a median over ``linesMaxMedianChars``) are prose or data, and in the visible text list items,
+table rows, quotes and fenced code are structure the segmenter never hands to this rule.
 
 Prune point: where the batch of duplicated lines first appeared (``UnitRun.onset``), among the
 lines no longer than the median limit. A line of more than twice the limit ends the run; a batch

@@ -12,6 +12,11 @@ it instead of resuming (a continuation would only count on).
 The numbers are followed as a chain per asked range: it starts at a number equal to the range's
 first, and takes each next number (one more than the last) within :data:`ITEM_GAP` chars.
 Other numbers in between (``x + 1`` in a stub's body, a nested ``task_2``) are passed over.
+
+Not a loop: a list that stops at the asked end, or goes a few bonus items past it (fewer than a
+fifth of the range, or than ``OVERRUN_ITEMS``), a range of fewer than ``asked.MIN_ASKED_ITEMS``
+items (``3-5 examples`` bounds nothing), and any list when the request asked for no range (the
+rule is not built).
 """
 
 from __future__ import annotations

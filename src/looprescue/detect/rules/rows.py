@@ -6,6 +6,11 @@ for a timetable) repeats rows it wrote already, in no fixed order, so neither ``
 the last ``ROW_WINDOW`` rows of one table, at least ``ROW_COVERAGE`` of them repeating at most
 ``ROW_DISTINCT`` distinct rows is that loop.
 
+Not a loop: a table whose rows differ (cells may repeat, ``| yes | yes | no |``, but each row
+names its own thing), a table that says a row twice among many new ones (under ``ROW_COVERAGE``
+of the window), a table of more than ``ROW_DISTINCT`` rows said again (a table restated in
+full is ``cycle``'s to judge, with its copies), and rows inside a code fence.
+
 Prune point: the first row of the current streak of repeated rows (a CUSUM: +1-coverage per
 repeated row, -coverage per new one), so the table's first rows are kept, as a cycle keeps its
 first copy; that is what lets a table stream as it comes: only a row that repeats an earlier
