@@ -212,3 +212,41 @@ def test_list_items_table_rows_and_quotes_do_not_count_in_text():
     # the same phrases as plain reasoning sentences are a pool loop
     assert scan_text(_reshuffled_lines(""), "reasoning")[0].rule == "pool"
     assert scan_text(_reshuffled_lines(""), "text")[0].rule == "pool"
+
+
+# --------------------------------------------------------------------------- the hold
+
+
+def _held_at_end_of(text: str, upto: str) -> int:
+    """Chars the watermark still holds once ``text`` has come up to the end of ``upto``."""
+    from looprescue.detect import StreamDetector
+
+    detector = StreamDetector(watch="both")
+    stop = text.index(upto) + len(upto)
+    for at in range(0, stop, 3):
+        detector.feed("text", text[at : min(at + 3, stop)])
+    return stop - detector.safe_offset("text")
+
+
+MARKDOWN = (
+    "Here is how the game works.\n\n### Team setup\n"
+    "- **Teams:** each team has eight to eleven players on the field.\n"
+    "- **Positions:** a pitcher, a catcher, four basemen and the outfield.\n"
+    "- **Innings:** a game has six innings, each team kicking once per inning.\n"
+    "- **Outs:** three outs end a half inning, as in baseball.\n"
+)
+
+
+def test_a_heading_is_not_held_through_the_new_list_under_it():
+    # the heading is a short unit that could open a pool, but the list items under it are
+    # new text between it and anything that could repeat it: a run of short units no more
+    held = _held_at_end_of(MARKDOWN, "as in baseball.\n")
+    assert held < len("- **Outs:** three outs end a half inning, as in baseball.\n")
+
+
+def test_list_items_said_again_keep_the_run_of_headings_held():
+    # a loop of sections whose items repeat: items said again break nothing, so from the
+    # second section on (the first one's items were new) the headings' run is held whole
+    section = "Day 1: Breakfast:\n* Lunch: Banana, cheese, crackers\n* Snacks: Banana, honey\n\n"
+    text = section + section.replace("Day 1", "Day 2") + section.replace("Day 1", "Day 3")
+    assert _held_at_end_of(text, text) == len(text) - text.index("Day 2")

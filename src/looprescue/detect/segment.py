@@ -16,6 +16,7 @@ from looprescue.detect.limits import LONG_UNIT
 from looprescue.detect.text import (
     LONG_SENTENCE,
     SENTENCE_END,
+    STRUCTURE_LINE,
     LineKind,
     classify_line,
     has_alnum,
@@ -28,6 +29,8 @@ _STRUCTURAL: Final = frozenset(
 )
 # Lines no line rule counts. (Members bound once: an Enum member lookup costs a descriptor
 # call on every line.)
+# Recent lines of structure remembered to tell a new one from one said again.
+STRUCTURE_MEMORY: Final = 64
 _NOT_COUNTED: Final = frozenset({LineKind.BLANK, LineKind.SYMBOLS, LineKind.FENCE})
 _PROSE, _TABLE_ROW, _FENCE = LineKind.PROSE, LineKind.TABLE_ROW, LineKind.FENCE
 _LIST_ITEM = LineKind.LIST_ITEM
@@ -93,6 +96,8 @@ class Segmenter:
         # gets the unfinished sentence after each scan (a rule that need not wait for its end)
         self._on_open_sentence = on_open_sentence
         self.sentence_from = 0  # offset after the last sentence boundary
+        # recent lines of structure, to tell a new one from one said again (bounded)
+        self._structure_seen: dict[str, None] = {}
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
         self.in_fence = False
@@ -177,6 +182,17 @@ class Segmenter:
             hit = hit or line_hit
         return hit
 
+    def _new_structure(self, line: str) -> bool:
+        if not has_alnum(line):
+            return False
+        seen = self._structure_seen
+        if line in seen:
+            return False
+        seen[line] = None
+        if len(seen) > STRUCTURE_MEMORY:
+            del seen[next(iter(seen))]
+        return True
+
     def _clauses(self, win: TextWindow, begin: int, end: int) -> Hit | None:
         assert self._on_clauses is not None
         raw_sentence = win.slice(begin, end)
@@ -202,6 +218,14 @@ class Segmenter:
         start = line_from + len(raw_line) - len(raw_line.lstrip())
         if counted and self._on_line is not None:
             hit = self._on_line(line, start, end)
+        elif not counted and kind not in _NOT_COUNTED and self._new_structure(line):
+            # a new line of structure with words in it (a list item, a table row): no unit of
+            # the phrase and line rules, but it breaks the run of short units they hold back
+            # (a heading, then a long list). One said again is loop-like: it breaks nothing.
+            if self._on_sentence is not None:
+                hit = self._on_sentence(STRUCTURE_LINE, start, end) or hit
+            if self._on_line is not None:
+                hit = self._on_line(STRUCTURE_LINE, start, end) or hit
         if self._table is not None:
             if kind is _TABLE_ROW and line.endswith("|") and not self.in_fence:
                 hit = self._table.on_row(line, start, end) or hit

@@ -31,6 +31,10 @@ _PUNCT: Final = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*
 
 # Stands in for a sentence too long to be a phrase: it is judged by its length alone.
 LONG_SENTENCE: Final = "x" * 256
+# Stands in for a line of structure (a list item, a table row, a quote, a line of code) that
+# the phrase and line rules do not count: it still comes between their units, so a run of
+# short units it interrupts is no longer back to back.
+STRUCTURE_LINE: Final = "\x00structure"
 
 
 class LineKind(Enum):

@@ -31,7 +31,7 @@ from looprescue.detect.limits import REPEAT_WITHIN
 from looprescue.detect.rule import LINE, WATERMARK, Rule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.streak import UnitRun
-from looprescue.detect.text import excerpt
+from looprescue.detect.text import STRUCTURE_LINE, excerpt
 
 _FEEDS: Final = frozenset({LINE, WATERMARK})
 
@@ -65,6 +65,9 @@ class LinesRule(Rule):
         )
 
     def on_line(self, line: str, start: int, end: int) -> Hit | None:
+        if line is STRUCTURE_LINE:
+            self._run.add(None, start)  # between the run's lines, and none of them
+            return None
         # a line up to the median limit may open (or carry) a held run; a longer short line
         # only counts against it; a long one ends it
         if len(line) <= self._max_median:

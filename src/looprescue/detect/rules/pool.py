@@ -49,7 +49,12 @@ from looprescue.detect.rule import SENTENCE, WATERMARK, Rule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import text_width
 from looprescue.detect.streak import RepeatStreak, UnitRun
-from looprescue.detect.text import LONG_SENTENCE, excerpt, normalize_phrase
+from looprescue.detect.text import (
+    LONG_SENTENCE,
+    STRUCTURE_LINE,
+    excerpt,
+    normalize_phrase,
+)
 
 _FEEDS: Final = frozenset({SENTENCE, WATERMARK})
 
@@ -147,6 +152,9 @@ class PoolRule(Rule):
         return end - onset + self._width - counted
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
+        if sentence is STRUCTURE_LINE:
+            self._run.add(None, start)  # between the run's units, and none of them
+            return None
         if sentence is LONG_SENTENCE:
             phrase, phrase_width = "", 0
         else:
