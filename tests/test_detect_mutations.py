@@ -74,6 +74,15 @@ MUTATIONS = {
         ("paragraph_blocks", (1966855, 1, 2), "zh", ("random",), "reasoning"),
         False,
     ),
+    # a counted template's copies must be equal but for the counter: widened, a long list of
+    # new items is cut as one
+    "counted template guard": (
+        "rules/counted.py",
+        "if template != chain.template:",
+        "if chain.template is None:",
+        ("long_list", range(2), "en", ("newline",), "text"),
+        False,
+    ),
 }
 
 # Run in the child: judge the cases with the package first on sys.path, print the problems.

@@ -704,6 +704,14 @@ def markdown(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("markdown", rng, lang, channel, "".join(parts))
 
 
+def long_list(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A numbered list far longer than ``countedMaxItems`` that nobody counted for: each item
+    says something new, so it is no template however long it runs."""
+    items = _distinct_sentences(rng, lang, rng.randint(60, 90))
+    body = "".join(f"{i}. {item}\n" for i, item in enumerate(items, 1))
+    return _healthy("long_list", rng, lang, channel, body)
+
+
 def table(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A table whose rows differ."""
     rows = ["| # | item | note |", "|---|---|---|"]
@@ -821,6 +829,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "asked_list": asked_list,
     "openers": openers,
     "markdown": markdown,
+    "long_list": long_list,
     "table": table,
     "similar_code": similar_code,
     "log": log,
