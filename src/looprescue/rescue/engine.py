@@ -408,8 +408,8 @@ class RescueEngine:
         attempt.release_due = False  # the queue is settled below, whatever the action
         channel: Channel = hit.channel
         stats = self.stats
-        # output tokens of the response so far, this attempt included (only a cut needs them)
         resumes = self._resumes
+        # output tokens of the response so far, this attempt included (only a cut needs them)
         spent = resumes.spent(attempt if self._acting else None)
         config = self.config
         plan = plan_cut(
