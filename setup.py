@@ -22,7 +22,7 @@ from setuptools import Extension, setup
 # and the codecs that build them native too, a rescued stream's reads cost less CPU in one
 # process. The server and the client compiled took observe from 24.5 to 21.2 us per chunk in
 # one run of bench_proxy_cpu. The rest of looprescue runs once per request.)
-RESCUE = ("blocks", "budget", "cut", "engine", "events", "release")
+RESCUE = ("attempt", "blocks", "budget", "cut", "engine", "events", "release", "stats")
 WIRE = ("anthropic", "base", "jsonfast", "openai", "responses", "sse")
 EXCHANGE = ("core", "feed")
 PROXY = ("http1", "server")
