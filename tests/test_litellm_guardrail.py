@@ -14,10 +14,16 @@ import openai
 import pytest
 from litellm.proxy._types import UserAPIKeyAuth
 from tests.support.litellm_gateway import MASTER_KEY, LiteLLMProxy
-from tests.support.scripted_upstream import ScriptedUpstream, corpus_response
-from tests.test_litellm_callback import CONTINUATION, REASONING_LOOP, TEXT_LOOP, kept
+from tests.support.scripted_upstream import (
+    ScriptedResponse,
+    ScriptedUpstream,
+    ToolCall,
+    corpus_response,
+)
+from tests.test_litellm_callback import CONFIG, CONTINUATION, REASONING_LOOP, TEXT_LOOP, kept
 
 from looprescue.integrations.litellm import LoopRescueGuardrail, request_settings
+from looprescue.pruning import cut_text, first_hit
 
 GUARDRAIL = {
     "guardrail_name": "looprescue",
@@ -136,3 +142,66 @@ async def _key_turns_it_off() -> None:
     assert not guardrail.core._pending
     await guardrail.async_pre_call_hook(UserAPIKeyAuth(), None, dict(data), "acompletion")
     assert "call-1" in guardrail.core._pending  # on by default for a key that says nothing
+
+
+def responses(gateway: Any, stream: bool, *script: Any, **extra: Any) -> tuple[Any, list[Any]]:
+    """A Responses API call through the gateway (``responses.stream`` or ``responses.create``),
+    ``script`` what the upstream answers; the final response and the requests sent upstream."""
+    proxy, upstream = gateway
+    upstream.clear_requests()
+    upstream.enqueue(*script)
+    client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key=MASTER_KEY, max_retries=0)
+    request = {"model": "deepseek-chat", "input": extra.pop("input", "Go."), "extra_body": extra}
+    if stream:
+        with client.responses.stream(**request) as events:
+            response = events.get_final_response()
+    else:
+        response = client.responses.create(**request)
+    sent = [r for r in upstream.agent_requests() if r.path.endswith("/responses")]
+    return response, sent
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_responses_are_rescued(gateway, stream):
+    response, sent = responses(
+        gateway, stream, corpus_response(TEXT_LOOP), CONTINUATION, guardrails=["looprescue"]
+    )
+    text = response.output_text
+    assert text.startswith(kept(TEXT_LOOP)) and text.endswith(CONTINUATION.text)
+    assert TEXT_LOOP["text"][len(kept(TEXT_LOOP)) :][:200] not in text
+    first, continuation = sent
+    assert continuation.body["input"][1]["content"][0]["text"] == kept(TEXT_LOOP)
+    assert "[looprescue]" in continuation.text() and "[looprescue]" not in first.text()
+
+
+def test_responses_are_rescued_only_when_asked_for(gateway):
+    response, sent = responses(gateway, True, corpus_response(TEXT_LOOP))
+    assert response.output_text == TEXT_LOOP["text"]  # the loop went through untouched
+    assert len(sent) == 1
+    script = (corpus_response(TEXT_LOOP), CONTINUATION)
+    response, sent = responses(gateway, True, *script, guardrails=["looprescue"])
+    assert response.output_text.endswith(CONTINUATION.text) and len(sent) == 2
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_healthy_responses_and_their_calls_pass(gateway, stream):
+    """A healthy answer with a function call arrives as the upstream sent it, while the loop in
+    the history (which shows the hook ran) is cut out on the way in."""
+    call = ToolCall("read_file", {"path": "src/loader.py"})
+    healthy = ScriptedResponse(text="Reading it now.", tool_calls=[call])
+    history = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": [{"type": "output_text", "text": TEXT_LOOP["text"]}]},
+        {"role": "user", "content": "Go on."},
+    ]
+    response, sent = responses(gateway, stream, healthy, guardrails=["looprescue"], input=history)
+    assert response.output_text == "Reading it now."
+    calls = [(i.name, i.arguments) for i in response.output if i.type == "function_call"]
+    assert calls == [("read_file", call.arguments_json())]
+    (request,) = sent
+    hit = first_hit(TEXT_LOOP["text"], "text", CONFIG)
+    assert hit is not None
+    cut = cut_text(TEXT_LOOP["text"], hit.prune_offset, "text")
+    assert cut is not None
+    assert request.body["input"][1]["content"][0]["text"] == cut.text
+    assert request.body["input"][2] == history[2]

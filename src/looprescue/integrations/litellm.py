@@ -1,6 +1,6 @@
-"""looprescue inside the LiteLLM proxy: the history of each chat completion and ``/v1/messages``
-call is sanitized on the way in and its answer, streamed or whole, rescued with the proxy's
-engine.
+"""looprescue inside the LiteLLM proxy: the history of each chat completion, ``/v1/messages``
+and ``/v1/responses`` call is sanitized on the way in and its answer, streamed or whole, rescued
+with the proxy's engine.
 
 Two spellings in LiteLLM's ``config.yaml``: the guardrail :class:`LoopRescueGuardrail` (LiteLLM's
 guardrail controls say where it runs, per key, team and request, and ``looprescue`` settings in
@@ -20,7 +20,8 @@ same in both (``LiteLLMRescue``):
   LiteLLM got is fed to the exchange as the upstream's response; a continuation after a cut is
   sent through LiteLLM's own router (same model group, keys and fallbacks), and what the client
   gets is the exchange's output in the form LiteLLM gave the answer (its chunk and response
-  types for chat completions, the provider's SSE bytes and dict for ``/v1/messages``);
+  types for chat completions and ``/v1/responses``, the provider's SSE bytes and dict for
+  ``/v1/messages``);
 * ``async_post_call_failure_hook``: a request that failed is counted and forgotten.
 
 Counters go to prometheus-client's default registry, which LiteLLM's own ``/metrics`` serves
@@ -42,6 +43,7 @@ try:
     from litellm.integrations.custom_guardrail import CustomGuardrail
     from litellm.integrations.custom_logger import CustomLogger
     from litellm.types.guardrails import GuardrailEventHooks
+    from litellm.types.llms.openai import ResponsesAPIResponse
     from litellm.types.utils import ModelResponse, ModelResponseStream
 except ModuleNotFoundError as exc:
     raise (missing_extra(exc, "looprescue.integrations.litellm") or exc) from None
@@ -53,7 +55,8 @@ from ..wire import jsonfast
 from ..wire.anthropic import AnthropicWire
 from ..wire.base import Wire
 from ..wire.openai import OpenAIWire
-from ..wire.sse import SSEParser
+from ..wire.responses import ResponsesWire
+from ..wire.sse import SSEEvent, SSEParser
 
 # requests started and not answered yet (their answers come in a later hook); bounded so a
 # request whose answer hook never runs cannot hold memory forever
@@ -74,6 +77,7 @@ _LITELLM_KEYS = frozenset(
     }
 )
 _JSON_TYPES = (str, int, float, bool, list, dict, type(None))
+_METADATA_KEYS = ("metadata", "litellm_metadata")
 
 
 def client_body(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,15 +95,16 @@ def client_body(data: Mapping[str, Any]) -> dict[str, Any]:
 class _Stream:
     """LiteLLM's stream of chunks as the upstream response the exchange reads (SSE bytes).
 
-    Chat completions come as LiteLLM's chunk objects, written out as ``data:`` lines ending in
-    ``[DONE]``; ``/v1/messages`` comes as the provider's SSE bytes, passed on as they are."""
+    Chat completions and ``/v1/responses`` come as LiteLLM's chunk objects, written out as
+    ``data:`` lines (chat's ending in ``[DONE]``); ``/v1/messages`` comes as the provider's SSE
+    bytes, passed on as they are."""
 
     status = 200
     headers: Sequence[tuple[str, str]] = ()
 
-    def __init__(self, chunks: AsyncIterator[Any], done: bytes = b"data: [DONE]\n\n") -> None:
+    def __init__(self, chunks: AsyncIterator[Any], route: _Route) -> None:
         self._chunks = chunks.__aiter__()
-        self._done = done
+        self._route = route
         self._ended = False
 
     async def next_chunk(self) -> bytes:
@@ -109,14 +114,14 @@ class _Stream:
             chunk = await self._chunks.__anext__()
         except StopAsyncIteration:
             self._ended = True
-            return self._done
+            return self._route.done
         except Exception as err:
             raise UpstreamError("broken", f"LiteLLM stream failed: {err}") from err
         if isinstance(chunk, bytes | bytearray):
             return bytes(chunk)
         if isinstance(chunk, str):
             return chunk.encode()
-        return b"data: " + chunk.model_dump_json().encode() + b"\n\n"
+        return self._route.frame(chunk)
 
     async def read(self) -> bytes:
         pieces = []
@@ -158,15 +163,59 @@ class _Route:
     wire: type[Wire]
     call: Callable[[dict[str, Any]], Awaitable[Any]]
     done: bytes  # what ends a stream after LiteLLM's last chunk
-    # LiteLLM's own chunk objects (chat) or the provider's SSE bytes (messages)
-    typed: bool
+    # one of LiteLLM's chunk objects as the SSE bytes the exchange reads
+    frame: Callable[[Any], bytes]
+    # one event of the exchange's output as the chunk object LiteLLM writes out to the client
+    # (None when there is nothing to send); a route without it yields the exchange's SSE
+    # bytes, which LiteLLM passes on as they are
+    chunk: Callable[[SSEEvent, Any], Any] | None
+    # the exchange's whole answer as the response LiteLLM returns
+    whole: Callable[[dict[str, Any]], Any]
 
     def whole_payload(self, response: Any) -> bytes | None:
-        if isinstance(response, ModelResponse):
+        if isinstance(response, ModelResponse | ResponsesAPIResponse):
             return response.model_dump_json().encode()
         if isinstance(response, Mapping):
             return json.dumps(response).encode()
         return None
+
+
+def _data_frame(chunk: Any) -> bytes:
+    # chat chunks go to the decoder as the provider sent them, nulls and all
+    return b"data: " + chunk.model_dump_json().encode() + b"\n\n"
+
+
+def _chat_chunk(event: SSEEvent, model: Any) -> Any:
+    if event.data.strip() == "[DONE]":
+        return None  # LiteLLM ends the stream with its own
+    chunk = json.loads(event.data)
+    if "error" in chunk:
+        raise _error(_error_message(chunk, "upstream error"), model)
+    return ModelResponseStream(**chunk)
+
+
+def _responses_frame(chunk: Any) -> bytes:
+    # as LiteLLM writes the event to its own clients: no unset fields, no nulls
+    data = chunk.model_dump_json(exclude_none=True, exclude_unset=True)
+    return b"data: " + data.encode() + b"\n\n"
+
+
+def _responses_chunk(event: SSEEvent, model: Any) -> Any:
+    # a failed response is an event of the stream (``response.failed``), not an exception
+    return _responses_event(json.loads(event.data))
+
+
+def _responses_event(data: dict[str, Any]) -> Any:
+    """A Responses API stream event as LiteLLM's own object for its type, as LiteLLM makes it
+    from a provider's event (an event type it does not know becomes its generic event)."""
+    from litellm.llms.openai.responses.transformation import OpenAIResponsesAPIConfig
+    from pydantic import ValidationError
+
+    kind = OpenAIResponsesAPIConfig.get_event_model_class(event_type=str(data.get("type")))
+    try:
+        return kind(**data)
+    except ValidationError:
+        return kind.model_construct(**data)
 
 
 async def _completion(kwargs: dict[str, Any]) -> Any:
@@ -187,6 +236,15 @@ async def _messages(kwargs: dict[str, Any]) -> Any:
     return await litellm.anthropic_messages(**kwargs)
 
 
+async def _responses(kwargs: dict[str, Any]) -> Any:
+    router = _router()
+    if router is not None:
+        return await router.aresponses(**kwargs)
+    import litellm
+
+    return await litellm.aresponses(**kwargs)
+
+
 def _router() -> Any:
     try:
         from litellm.proxy.proxy_server import llm_router
@@ -195,14 +253,31 @@ def _router() -> Any:
     return llm_router
 
 
-_CHAT = _Route(OpenAIWire, _completion, b"data: [DONE]\n\n", typed=True)
-_MESSAGES = _Route(AnthropicWire, _messages, b"", typed=False)
-# LiteLLM's call types and the routes that rescue them; the Responses API (``responses``,
-# ``aresponses``) is not among them yet and passes through untouched.
+_CHAT = _Route(
+    OpenAIWire,
+    _completion,
+    b"data: [DONE]\n\n",
+    _data_frame,
+    _chat_chunk,
+    lambda result: ModelResponse(**result),
+)
+_MESSAGES = _Route(AnthropicWire, _messages, b"", _data_frame, None, lambda result: result)
+# a Responses stream ends with its ``response.completed`` event; LiteLLM adds ``[DONE]``
+_RESPONSES = _Route(
+    ResponsesWire,
+    _responses,
+    b"",
+    _responses_frame,
+    _responses_chunk,
+    lambda result: ResponsesAPIResponse(**result),
+)
+# LiteLLM's call types and the routes that rescue them
 ROUTES: Mapping[str, _Route] = {
     "completion": _CHAT,
     "acompletion": _CHAT,
     "anthropic_messages": _MESSAGES,
+    "responses": _RESPONSES,
+    "aresponses": _RESPONSES,
 }
 
 
@@ -236,7 +311,7 @@ class LiteLLMUpstream:
                 return _Whole(status, json.dumps({"error": {"message": str(err)}}).encode())
             raise UpstreamError("connect", f"LiteLLM call failed: {err}") from err
         if body.get("stream") is True:
-            return _Stream(result, self.route.done)
+            return _Stream(result, self.route)
         payload = self.route.whole_payload(result)
         if payload is None:
             raise UpstreamError("malformed", f"LiteLLM answered with {type(result).__name__}")
@@ -313,12 +388,17 @@ class LiteLLMRescue:
             return data
         service = self.service_for(settings or {})
         body = client_body(data)
-        headers = (data.get("metadata") or {}).get("headers") or {}
+        # LiteLLM keeps its own metadata (the request's headers, the key's) in ``metadata``
+        # for chat and in ``litellm_metadata`` for ``/v1/messages`` and ``/v1/responses``,
+        # whose ``metadata`` is the client's own request field
+        own = data.get("litellm_metadata") or data.get("metadata") or {}
+        headers = (own.get("headers") or {}) if isinstance(own, Mapping) else {}
         prepared = service.judge_body(route.wire, headers, body)
         if prepared is None or isinstance(prepared, Rejected):
             return data  # LiteLLM and the upstream judge it, as without looprescue
-        metadata = data.get("metadata")
-        upstream = LiteLLMUpstream(route, {"metadata": dict(metadata)} if metadata else {})
+        # a continuation carries both, so LiteLLM counts it against the same key
+        extra = {k: dict(data[k]) for k in _METADATA_KEYS if isinstance(data.get(k), Mapping)}
+        upstream = LiteLLMUpstream(route, extra)
         rescue = await service.open(
             prepared,
             upstream,
@@ -350,24 +430,20 @@ class LiteLLMRescue:
             return
         rescue, upstream = pending.rescue, pending.upstream
         route = upstream.route
-        upstream.first = _Stream(response, route.done)
+        upstream.first = _Stream(response, route)
         try:
             answer = await rescue.answer()
             assert answer.chunks is not None
-            if not route.typed:
+            if route.chunk is None:
                 async for data in answer.chunks:  # the provider's SSE, as the client reads it
                     yield data
                 return
             parser = SSEParser()
             async for data in answer.chunks:
                 for event in parser.feed(data):
-                    if event.data.strip() == "[DONE]":
-                        continue
-                    chunk = json.loads(event.data)
-                    if "error" in chunk:
-                        message = _error_message(chunk, "upstream error")
-                        raise _error(message, request_data.get("model"))
-                    yield ModelResponseStream(**chunk)
+                    chunk = route.chunk(event, request_data.get("model"))
+                    if chunk is not None:
+                        yield chunk
         finally:
             await pending.service.finished(rescue)
 
@@ -388,7 +464,7 @@ class LiteLLMRescue:
         result = json.loads(answer.body)
         if answer.status != 200:
             raise _error(_error_message(result, f"HTTP {answer.status}"), data.get("model"))
-        return ModelResponse(**result) if upstream.route.typed else result
+        return upstream.route.whole(result)
 
     async def failure(self, request_data: dict, original_exception: Exception) -> None:
         pending = self._pending.pop(str(request_data.get("litellm_call_id")), None)
@@ -410,7 +486,7 @@ def _deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
 
 class LoopRescue(CustomLogger):
     """The LiteLLM callback (``rescue`` below is the instance LiteLLM's config names): every
-    chat completion and ``/v1/messages`` call is rescued."""
+    chat completion, ``/v1/messages`` and ``/v1/responses`` call is rescued."""
 
     def __init__(self, config: LoopRescueConfig | None = None, registry: Any = None) -> None:
         super().__init__()
