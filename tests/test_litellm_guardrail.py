@@ -185,19 +185,20 @@ def test_responses_are_rescued_only_when_asked_for(gateway):
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_healthy_responses_and_their_calls_pass(gateway, stream):
-    """A healthy answer with a function call arrives as the upstream sent it, while the loop in
-    the history (which shows the hook ran) is cut out on the way in."""
-    call = ToolCall("read_file", {"path": "src/loader.py"})
-    healthy = ScriptedResponse(text="Reading it now.", tool_calls=[call])
+    """A healthy answer arrives as the upstream sent it, with its function call whole even when
+    the call's arguments repeat themselves, while the loop in the history (which shows the hook
+    ran) is cut out on the way in."""
+    call = ToolCall("write_file", {"path": "notes.md", "content": TEXT_LOOP["text"]})
+    healthy = ScriptedResponse(text="Writing it now.", tool_calls=[call])
     history = [
         {"role": "user", "content": "Go."},
         {"role": "assistant", "content": [{"type": "output_text", "text": TEXT_LOOP["text"]}]},
         {"role": "user", "content": "Go on."},
     ]
     response, sent = responses(gateway, stream, healthy, guardrails=["looprescue"], input=history)
-    assert response.output_text == "Reading it now."
+    assert response.output_text == "Writing it now."
     calls = [(i.name, i.arguments) for i in response.output if i.type == "function_call"]
-    assert calls == [("read_file", call.arguments_json())]
+    assert calls == [("write_file", call.arguments_json())]
     (request,) = sent
     hit = first_hit(TEXT_LOOP["text"], "text", CONFIG)
     assert hit is not None
