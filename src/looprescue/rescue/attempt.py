@@ -16,6 +16,7 @@ the response's counts) is a :class:`ClientSide` that every attempt of the respon
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -49,6 +50,8 @@ from .stats import RescueStats
 UNLIMITED = 1 << 62
 # blocks a cut never goes into: a tool call, or a block of a kind the engine does not know
 _UNCUT_KINDS = frozenset({"tool_call", "opaque"})
+# where a sentence ends: after its mark and the space that follows, or at a line break
+_SENTENCE_END = re.compile(r"[.!?;:](?:\s+|$)|[。！？；：]|\n")
 
 
 class LoopDetector(Protocol):
@@ -164,6 +167,27 @@ class Attempt:
     def tool_call_open(self) -> bool:
         """True while a block a cut never goes into streams."""
         return any(self.blocks[i].kind in _UNCUT_KINDS for i in self.open)
+
+    def upstream_loop(self, word: str) -> tuple[Hit, int] | None:
+        """The loop the upstream stopped the answer on (it finished with ``word``), and its
+        block: in the watched channel that was streaming, the detector's own hit when the last
+        chars confirm one, else a cut where its suspicion begins or at the last sentence end,
+        whichever comes first (None: no watched text to cut)."""
+        watched = [index for index, block in self.blocks.items() if self.watches(block, index)]
+        if not watched:
+            return None
+        up_index = max(watched, key=lambda i: (i in self.open, i))
+        channel: Channel = self.blocks[up_index].kind  # type: ignore[assignment]
+        hit = self.detector.flush(channel)
+        if hit is None:
+            text = self.text_of(channel)
+            sentence_end = 0
+            for found in _SENTENCE_END.finditer(text):
+                sentence_end = found.end()
+            prune = min(self.detector.safe_offset(channel), sentence_end)
+            evidence = f"the upstream finished with {word!r}"
+            hit = Hit("upstream", channel, prune, prune, self.fed[channel], 0.0, None, evidence)
+        return hit, up_index
 
     # ------------------------------------------------------------------ blocks
 

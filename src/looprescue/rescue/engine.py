@@ -39,7 +39,6 @@ What the client sees:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
@@ -100,8 +99,6 @@ _CHANNEL_DELTAS = (ReasoningDelta, TextDelta)
 # finish reasons with which an inference engine says it stopped a looping answer itself
 # (vLLM's repetition detection: "repetition"; others: "loop")
 LOOP_FINISHES = frozenset({"repetition", "loop"})
-# where a sentence ends: after its mark and the space that follows, or at a line break
-_SENTENCE_END = re.compile(r"[.!?;:](?:\s+|$)|[。！？；：]|\n")
 _WATCHED: dict[str, frozenset[str]] = {
     "both": frozenset({"reasoning", "text"}),
     "reasoning": frozenset({"reasoning"}),
@@ -299,26 +296,11 @@ class RescueEngine:
 
     def _on_upstream_loop(self, word: str) -> list[EngineOutput]:
         """The upstream stopped the answer as a loop: a detected loop in the channel that was
-        streaming, pruned at the onset the detector finds (its own hit, else where its
-        suspicion begins) or at the last sentence end, whichever comes first."""
-        attempt = self._attempt
-        watched = [
-            index for index, block in attempt.blocks.items() if attempt.watches(block, index)
-        ]
-        if not watched:
+        streaming (``Attempt.upstream_loop``), cut as any other."""
+        found = self._attempt.upstream_loop(word)
+        if found is None:
             return []
-        up_index = max(watched, key=lambda i: (i in attempt.open, i))
-        channel: Channel = attempt.blocks[up_index].kind  # type: ignore[assignment]
-        hit = attempt.detector.flush(channel)
-        if hit is None:
-            text = attempt.text_of(channel)
-            fed = attempt.fed[channel]
-            sentence_end = 0
-            for found in _SENTENCE_END.finditer(text):
-                sentence_end = found.end()
-            prune = min(attempt.detector.safe_offset(channel), sentence_end)
-            evidence = f"the upstream finished with {word!r}"
-            hit = Hit("upstream", channel, prune, prune, fed, 0.0, None, evidence)
+        hit, up_index = found
         return self._on_hit(hit, up_index)
 
     def _on_block_started(self, event: BlockStarted) -> list[EngineOutput]:
