@@ -155,3 +155,25 @@ def test_messages_through_litellm_are_rescued(
     assert thinking.endswith(CONTINUATION.reasoning) and text.endswith(CONTINUATION.text)
     first, continuation = message_requests(upstream)
     assert "[looprescue]" in continuation.text() and "[looprescue]" not in first.text()
+
+
+def test_responses_through_litellm_are_rescued(setup: tuple[openai.OpenAI, Any]) -> None:
+    """``/v1/responses`` is rescued too, and a continuation of a chained response names the
+    same previous response upstream as the request it continues."""
+    client, upstream = setup
+    upstream.enqueue(ScriptedResponse(text="Hello."), corpus_response(TEXT_LOOP), CONTINUATION)
+    earlier = client.responses.create(model="deepseek-chat", input="Hi.")
+    with client.responses.stream(
+        model="deepseek-chat", input="Go.", previous_response_id=earlier.id
+    ) as events:
+        text = events.get_final_response().output_text
+    assert text.startswith(kept(TEXT_LOOP)) and text.endswith(CONTINUATION.text)
+    assert TEXT_LOOP["text"][len(kept(TEXT_LOOP)) :][:200] not in text
+    sent = [r for r in upstream.agent_requests() if r.path.endswith("/responses")]
+    _, looping, continuation = sent
+    assert "[looprescue]" in continuation.text() and "[looprescue]" not in looping.text()
+    chained = looping.body["previous_response_id"]
+    assert (
+        chained.startswith("resp_scripted_")
+        and continuation.body["previous_response_id"] == chained
+    )

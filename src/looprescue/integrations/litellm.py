@@ -171,6 +171,9 @@ class _Route:
     chunk: Callable[[SSEEvent, Any], Any] | None
     # the exchange's whole answer as the response LiteLLM returns
     whole: Callable[[dict[str, Any]], Any]
+    # request fields LiteLLM's own hooks may rewrite after ours ran: a continuation sends
+    # what LiteLLM sent, not what the client did
+    rewritten: tuple[str, ...] = ()
 
     def whole_payload(self, response: Any) -> bytes | None:
         if isinstance(response, ModelResponse | ResponsesAPIResponse):
@@ -270,6 +273,9 @@ _RESPONSES = _Route(
     _responses_frame,
     _responses_chunk,
     lambda result: ResponsesAPIResponse(**result),
+    # the chained response's id the client has is LiteLLM's encrypted one; LiteLLM's response
+    # id hook decrypts it in the request, and only there
+    rewritten=("previous_response_id",),
 )
 # LiteLLM's call types and the routes that rescue them
 ROUTES: Mapping[str, _Route] = {
@@ -285,10 +291,11 @@ class LiteLLMUpstream:
     """The exchange's upstream: the response LiteLLM already has for the first request, and
     LiteLLM's router (or litellm itself outside the proxy) for continuations."""
 
-    def __init__(self, route: _Route, extra: Mapping[str, Any]) -> None:
+    def __init__(self, route: _Route, extra: Mapping[str, Any], request: Mapping[str, Any]) -> None:
         self.route = route
         self.first: Any = None
         self._extra = dict(extra)  # LiteLLM fields a continuation carries (its metadata)
+        self._request = request  # LiteLLM's request data, as its later hooks leave it
 
     async def open(
         self,
@@ -303,6 +310,9 @@ class LiteLLMUpstream:
             first, self.first = self.first, None
             return first
         body = jsonfast.loads(content)
+        for field in self.route.rewritten:
+            if field in body and field in self._request:
+                body[field] = self._request[field]
         try:
             result = await self.route.call({**self._extra, **body})
         except Exception as err:
@@ -398,7 +408,7 @@ class LiteLLMRescue:
             return data  # LiteLLM and the upstream judge it, as without looprescue
         # a continuation carries both, so LiteLLM counts it against the same key
         extra = {k: dict(data[k]) for k in _METADATA_KEYS if isinstance(data.get(k), Mapping)}
-        upstream = LiteLLMUpstream(route, extra)
+        upstream = LiteLLMUpstream(route, extra, data)
         rescue = await service.open(
             prepared,
             upstream,
