@@ -55,6 +55,9 @@ def test_integers_stay_exact_and_non_json_arguments_compare_as_text() -> None:
             "took <duration>, then <duration>, then <duration>",
         ),
         ("started at 1795982624880", "started at <number>"),
+        ("Chunk ID: 1ff8b3\nOutput:\nnotes.txt", "Chunk ID: <id>\nOutput:\nnotes.txt"),
+        ("session_id=a7c2 user id: 9xk1", "session_id=<id> user id: <id>"),
+        ('{"requestId": "x9k2"}', '{"requestId": "<id>"}'),
     ],
 )
 def test_volatile_tokens_are_masked(text: str, expected: str) -> None:
@@ -70,6 +73,9 @@ def test_volatile_tokens_are_masked(text: str, expected: str) -> None:
         "deadbeef",  # hex without a digit is a word, not an id
         "12345678",  # a plain number is not hex-masked
         "3 users, 2 hosts",
+        "valid: a1b2",  # "id" that ends another word is no label
+        "id: 4021",  # a plain number after the label may be progress
+        "id: main",
     ],
 )
 def test_stable_content_is_left_alone(text: str) -> None:

@@ -28,6 +28,22 @@ def _hex_id(match: re.Match[str]) -> str:
     return "<hex>" if has_digit and has_letter else token
 
 
+def _labelled_id(match: re.Match[str]) -> str:
+    """A short value after an ``id`` label (``Chunk ID: 1ff8b3``, ``session_id=a7c2``,
+    ``"requestId": "x9k2"``) is an id when it mixes digits and letters. The label must end a
+    word (``valid: a1b2`` is no id), or be camel case (``requestId``); a plain number stays,
+    since counting ids can be progress."""
+    start = match.start()
+    before = match.string[start - 1] if start else ""
+    label = match.group(1)
+    if before.isalpha() and not (label == "Id" and before.islower()):
+        return match.group(0)
+    value = match.group(3)
+    if any(c.isdigit() for c in value) and any(c.isalpha() for c in value):
+        return match.group(1) + match.group(2) + "<id>"
+    return match.group(0)
+
+
 # (pattern, replacement, a substring the text must contain for the pattern to apply at all).
 # Order matters: whole timestamps before their date/time parts, uuids before bare hex. Each
 # pattern starts with a character class (boundaries are checked by a lookbehind placed after
@@ -49,6 +65,12 @@ _VOLATILE: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], st
     (re.compile(r"\d(?<!\d\d)\d{3}-\d{2}-\d{2}(?!\d)"), "<date>", "-"),
     (re.compile(r"\d(?<!\d\d)\d?:\d{2}:\d{2}(?:[.,]\d+)?(?!\d)"), "<time>", ":"),
     (re.compile(r"0x[0-9a-fA-F]+"), "<hex>", "0x"),
+    # ids too short for the hex rule, known by their label (Codex's ``Chunk ID: 1ff8b3``)
+    (
+        re.compile(r"([Ii][Dd])([\"']?\s*[:=]\s*[\"']?)([A-Za-z0-9][\w-]{3,})(?![\w-])"),
+        _labelled_id,
+        None,
+    ),
     # hex ids and hashes, standing alone or after a prefix such as "bash-" or "toolu_00_"
     (re.compile(r"[0-9a-fA-F](?<![0-9A-Za-z].)[0-9a-fA-F]{7,}(?![0-9A-Za-z])"), _hex_id, None),
     (
