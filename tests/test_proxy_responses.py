@@ -88,6 +88,21 @@ def test_a_reasoning_summary_loop_is_cut(upstream: ScriptedUpstream, stream: boo
     assert response.output_text.endswith(CONTINUATION.text)
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_cut_mode_ends_with_a_whole_message_item(upstream: ScriptedUpstream, stream: bool) -> None:
+    """``cut`` ends a reasoning loop with a visible note in a message the proxy opens itself:
+    it must be a whole item (type, id, role), as clients such as Codex refuse one without."""
+    upstream.enqueue(corpus_response(REASONING_LOOP))
+    with serve(upstream, mode="cut") as proxy:
+        response = ask(client_for(proxy), stream, reasoning={"summary": "auto"})
+    assert len(sent(upstream)) == 1  # cut, not resumed
+    assert all(item.type and item.id for item in response.output), response.output
+    messages = [item for item in response.output if item.type == "message"]
+    assert messages and messages[-1].role == "assistant"
+    assert "cut here" in response.output_text
+    assert len({item.id for item in response.output}) == len(response.output)
+
+
 def test_previous_response_id_is_kept_on_the_continuation(upstream: ScriptedUpstream) -> None:
     upstream.enqueue(corpus_response(TEXT_LOOP), CONTINUATION)
     with serve(upstream) as proxy:

@@ -615,7 +615,7 @@ class ResponsesEncoder:
             event = dict(item.extra.get("event") or {})
             event["output_index"] = position
             return data + self._event(event)
-        upstream_item = item.extra.get("item") or {}
+        upstream_item = item.extra.get("item") or self._own_item(item.kind)
         if item.kind == "tool_call":
             data = self._close_item()
             made, _ = out.open_item(upstream_item)
@@ -652,6 +652,22 @@ class ResponsesEncoder:
             return data + self._event({**event, "summary_index": number, "part": dict(part)})
         event = {"type": "response.content_part.added", **where}
         return data + self._event({**event, "content_index": number, "part": dict(part)})
+
+    def _own_item(self, kind: str) -> dict[str, Any]:
+        """The item of a block the engine opens itself (a note where no upstream item was:
+        the tool-loop guard's stop answer, the note that ends a ``cut``). Clients such as
+        Codex refuse text whose item has no type or id."""
+        out = self._out
+        response_id = str(out.response.get("id") or "looprescue")
+        tail = response_id.split("_", 1)[-1]
+        if kind == "reasoning":
+            return {"type": "reasoning", "id": f"rs_{tail}_{out.slots}", "summary": []}
+        return {
+            "type": "message",
+            "id": f"msg_{tail}_{out.slots}",
+            "role": "assistant",
+            "status": "in_progress",
+        }
 
     def _delta(self, item: EmitDelta | EmitMarker) -> bytes:
         found = self._out.by_block.get(item.index)
