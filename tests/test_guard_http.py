@@ -139,8 +139,35 @@ def openai_agent(
     raise AssertionError("the agent never stopped")
 
 
+def responses_agent(client: Any, stream: bool) -> tuple[str, list[str | None]]:
+    """The agent loop on the Responses API, as Codex CLI runs it: the whole output goes back
+    as input, each call's output after it. Every item the client gets must be whole (a type
+    and an id), as Codex refuses text whose item has none."""
+    items: list[Any] = [{"role": "user", "content": "List the files."}]
+    outcomes: list[str | None] = []
+    for _ in range(20):
+        if stream:
+            with client.responses.stream(model=MODEL, input=items) as events:
+                response = events.get_final_response()
+                outcomes.append(events._response.headers.get(OUTCOME))
+        else:
+            raw = client.responses.with_raw_response.create(model=MODEL, input=items)
+            response = raw.parse()
+            outcomes.append(raw.headers.get(OUTCOME))
+        assert all(item.type and item.id for item in response.output), response.output
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            assert response.status == "completed"
+            return response.output_text, outcomes
+        items += [item.model_dump(exclude_none=True) for item in response.output]
+        items += [
+            {"type": "function_call_output", "call_id": c.call_id, "output": FILES} for c in calls
+        ]
+    raise AssertionError("the agent never stopped")
+
+
 def last_user_text(body: dict[str, Any]) -> str:
-    last = body["messages"][-1]
+    last = (body.get("messages") or body["input"])[-1]
     content = last.get("content")
     if isinstance(content, str):
         return content
@@ -173,6 +200,8 @@ CASES = [
     ("anthropic", True),
     ("openai", False),
     ("openai", True),
+    ("responses", False),
+    ("responses", True),
 ]
 
 
@@ -195,9 +224,12 @@ def test_a_tool_loop_through_the_proxy_is_steered_then_stopped(
         if protocol == "anthropic":
             client = anthropic.Anthropic(base_url=proxy.base_url, api_key="k", max_retries=0)
             text, outcomes = anthropic_agent(client, stream)
-        else:
+        elif protocol == "openai":
             client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="k", max_retries=0)
             text, outcomes = openai_agent(client, stream)
+        else:
+            client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="k", max_retries=0)
+            text, outcomes = responses_agent(client, stream)
         exposition = httpx.get(proxy.base_url + "/metrics").text
     samples = {
         (outcome, name): registry.get_sample_value(
@@ -344,7 +376,8 @@ def test_a_tool_loop_through_wrap_is_steered_then_stopped(
         plain = openai.OpenAI(
             base_url=scripted_upstream.base_url + "/v1", api_key="k", max_retries=0
         )
-        text, outcomes = openai_agent(looprescue.wrap(plain, registry=registry), stream)
+        agent = openai_agent if protocol == "openai" else responses_agent
+        text, outcomes = agent(looprescue.wrap(plain, registry=registry), stream)
     assert_steered_then_stopped(scripted_upstream, text, outcomes, repeats=5)
     labels = {"protocol": protocol, "adapter": "sdk", "kind": "repeat", "outcome": "stop"}
     assert registry.get_sample_value("looprescue_tool_loops_total", labels) == 1.0

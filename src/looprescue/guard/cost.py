@@ -40,9 +40,12 @@ def _tokens(value: Any) -> int:
 
 
 def loop_cost(body: Mapping[str, Any], loop: ToolLoop, prices: Mapping[str, float]) -> LoopCost:
-    messages = body.get("messages")
+    # the history: ``messages`` (Messages, Chat Completions) or ``input`` (Responses); the
+    # loop's message indexes point into it
+    field = "messages" if "messages" in body else "input"
+    messages = body.get(field)
     messages = messages if isinstance(messages, list) else []
-    base = _tokens({key: value for key, value in body.items() if key != "messages"})
+    base = _tokens({key: value for key, value in body.items() if key != field})
     prefix = [base]  # prefix[i]: the body with messages[:i]
     for message in messages:
         prefix.append(prefix[-1] + _tokens(message))
