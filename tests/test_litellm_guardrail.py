@@ -206,3 +206,36 @@ def test_healthy_responses_and_their_calls_pass(gateway, stream):
     assert cut is not None
     assert request.body["input"][1]["content"][0]["text"] == cut.text
     assert request.body["input"][2] == history[2]
+
+
+def litellm_headers(raw: Any) -> set[str]:
+    """The response headers LiteLLM's proxy writes from the answer's hidden params."""
+    names = {name.lower() for name in raw.headers}
+    wanted = ("x-litellm-model-id", "x-litellm-model-api-base", "x-litellm-response-cost")
+    return {name for name in names if name in wanted or name.startswith("llm_provider-")}
+
+
+@pytest.mark.parametrize("route", ["chat", "responses"])
+def test_a_rescued_whole_answer_keeps_litellm_headers(gateway, route):
+    proxy, upstream = gateway
+    client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key=MASTER_KEY, max_retries=0)
+
+    def call(*script: Any, **extra: Any) -> Any:
+        upstream.clear_requests()
+        upstream.enqueue(*script)
+        if route == "chat":
+            messages = [{"role": "user", "content": "Go."}]
+            return client.chat.completions.with_raw_response.create(
+                model="deepseek-chat", messages=messages, extra_body=extra
+            )
+        return client.responses.with_raw_response.create(
+            model="deepseek-chat", input="Go.", extra_body=extra
+        )
+
+    plain = litellm_headers(call(ScriptedResponse(text="Hello.")))
+    assert "x-litellm-model-id" in plain
+    raw = call(corpus_response(TEXT_LOOP), CONTINUATION, guardrails=["looprescue"])
+    answer = raw.parse()
+    text = answer.choices[0].message.content if route == "chat" else answer.output_text
+    assert text.endswith(CONTINUATION.text)  # rescued, and yet
+    assert litellm_headers(raw) >= plain

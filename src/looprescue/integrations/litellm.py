@@ -474,7 +474,13 @@ class LiteLLMRescue:
         result = json.loads(answer.body)
         if answer.status != 200:
             raise _error(_error_message(result, f"HTTP {answer.status}"), data.get("model"))
-        return upstream.route.whole(result)
+        rescued = upstream.route.whole(result)
+        # LiteLLM's proxy writes its response headers (model id, api base, cost, the
+        # provider's rate limits) from the returned object's hidden params
+        hidden = getattr(response, "_hidden_params", None)
+        if hidden and hasattr(rescued, "_hidden_params"):
+            rescued._hidden_params = {**hidden, **(rescued._hidden_params or {})}
+        return rescued
 
     async def failure(self, request_data: dict, original_exception: Exception) -> None:
         pending = self._pending.pop(str(request_data.get("litellm_call_id")), None)
