@@ -9,7 +9,10 @@ machine. What a run must show:
 * every run: the client exits 0 and its answer is the scenario's;
 * ``observe`` (and ``rescue`` of a scenario with no loop): the same answer as the direct run;
 * ``rescue`` of a looping scenario: the proxy cut the loop (its audit log says so) and no two
-  copies of the loop's unit are in the client's output or anything it wrote under HOME.
+  copies of the loop's unit are in the client's output or anything it wrote under HOME;
+* the tool-loop scenario: ``observe`` records the loop and changes nothing; ``rescue`` lets the
+  configured repeats and one steered request reach the model, then the client shows the
+  guard's stop message and ends its turn.
 
 A result the harness expects to fail (a proxy bug or gap, named in ``KNOWN_FAILURES``) is
 shown as ``known``; it turns into an error when it passes, so the list stays true.
@@ -35,8 +38,16 @@ from tests.support.scripted_upstream import ScriptedUpstream
 
 from e2e.clients.agents import AGENTS, Agent, Finished, RunDirs
 from e2e.clients.install import CLIENTS_DIR, ensure_installed
-from e2e.clients.scenarios import SCENARIOS, Responder, Scenario, tool_results
+from e2e.clients.scenarios import (
+    SCENARIOS,
+    TOOL_LOOP_CALLS,
+    Responder,
+    Scenario,
+    tool_results,
+)
 from e2e.clients.tap import Tap
+from looprescue.config import LoopRescueConfig
+from looprescue.rescue.marker import TAG as PROXY_TAG
 
 MODES = ("observe", "rescue")
 NOTES_TEXT = "hello from the notes file\n"
@@ -300,6 +311,13 @@ def judge(run: Run, direct: Run | None) -> list[Problem]:
     problems = completion_problems(run)
     scenario = run.scenario
     if run.mode == "direct":
+        calls = scenario_calls(run)
+        if scenario.tool_loop and len(calls) < TOOL_LOOP_CALLS:
+            message = (
+                f"the client stopped the repeated call by itself after {len(calls)} of "
+                f"{TOOL_LOOP_CALLS}, so the guard's stop proves nothing for this client"
+            )
+            problems.append(Problem("direct-loop", message))
         if scenario.loop_unit and not run.loop_copies_seen():
             message = (
                 "the loop is nowhere in the direct run's output or files, so the rescue run's "
@@ -308,6 +326,8 @@ def judge(run: Run, direct: Run | None) -> list[Problem]:
             problems.append(Problem("direct-loop", message))
         return problems
     problems += framing_problems(run)
+    if scenario.tool_loop:
+        return problems + tool_loop_problems(run, direct)
     kinds = [record.get("kind") for record in run.audit]
     looping = bool(scenario.loop_unit)
     same_as_direct = run.mode == "observe" or not looping
@@ -332,6 +352,50 @@ def judge(run: Run, direct: Run | None) -> list[Problem]:
         if seen:
             message = f"loop text reached the client: two copies in a row in {seen}"
             problems.append(Problem("loop-leak", message))
+    return problems
+
+
+def scenario_calls(run: Run) -> list[dict]:
+    """The upstream requests the scenario's model answered with its repeated tool call."""
+    label = f"{run.scenario.name}:call"
+    return [request for request in run.requests if request["answered_with"] == label]
+
+
+def tool_loop_problems(run: Run, direct: Run | None) -> list[Problem]:
+    """The tool-loop scenario through the proxy: observe only records the loop; rescue
+    steers the model once, then answers the client itself with the stop note."""
+    problems = []
+    outcomes = [r.get("outcome") for r in run.audit if r.get("kind") == "tool_loop"]
+    others = sorted({str(r.get("kind")) for r in run.audit if r.get("kind") != "tool_loop"})
+    if others:
+        problems.append(Problem("false-detection", f"the proxy acted on text: {others}"))
+    if run.mode == "observe":
+        if direct is not None and run.finished.output != direct.finished.output:
+            message = (
+                f"the answer differs from the direct run's: {direct.finished.output[:200]!r} "
+                f"vs {run.finished.output[:200]!r}"
+            )
+            problems.append(Problem("same-as-direct", message))
+        if not outcomes or set(outcomes) != {"tool-loop-observed"}:
+            message = f"observe should record the loop and nothing else (outcomes: {outcomes})"
+            problems.append(Problem("guard", message))
+        return problems
+    guard = LoopRescueConfig().toolGuard
+    wanted = guard.repeatCalls + guard.steerRequests
+    calls = scenario_calls(run)
+    if len(calls) != wanted:
+        message = (
+            f"the model got {len(calls)} requests of the loop; the guard lets "
+            f"{guard.repeatCalls} repeats and {guard.steerRequests} steered one through"
+        )
+        problems.append(Problem("guard", message))
+    steered = [c for c in calls if PROXY_TAG in json.dumps(c["body"], ensure_ascii=False)]
+    if len(steered) != guard.steerRequests:
+        message = f"{len(steered)} of the loop's requests carried the steering note"
+        problems.append(Problem("guard", message))
+    if "tool-loop-steered" not in outcomes or "tool-loop-stopped" not in outcomes:
+        message = f"the audit log lacks a steer and a stop (outcomes: {outcomes})"
+        problems.append(Problem("guard", message))
     return problems
 
 

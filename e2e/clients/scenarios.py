@@ -30,6 +30,10 @@ REASONING_UNIT = "Wait, let me check the notes file once more before I answer. "
 TEXT_UNIT = "I will read the notes file again to be sure. "
 COPIES = 30
 
+# how many times the tool-loop scenario's model asks for the same listing before it answers
+TOOL_LOOP_CALLS = 8
+TOOL_LOOP_STOP = "Stopped: the agent is stuck in a tool-call loop."
+
 SEARCH_LOOP_UNIT = "The page says loop rescue proxies cut repeated text. "
 SIDE_ANSWER = "Scripted side answer."
 SEARCH_URL = "https://example.com/loop-rescue"
@@ -55,6 +59,9 @@ class Scenario:
     # events of the usual answer and then the protocol's error event instead
     fail_first: int = 0
     in_band: bool = False
+    # the model asks for the same tool call with the same result again and again (the
+    # tool-loop guard's case, across requests rather than inside one answer)
+    tool_loop: bool = False
     notes: str = field(default="", compare=False)
 
     @property
@@ -119,6 +126,16 @@ class Scenario:
                 reasoning="The listing shows the notes file.", text=self.final, label=name
             )
             return [call, answer]
+        if name == "tool-loop":
+            # it ignores the guard's steering note: the worst case, so the stop must come
+            tool, arguments = client_tool
+            call = ScriptedResponse(
+                reasoning="I should list the text files again to be sure.",
+                tool_calls=(ToolCall(tool, arguments),),
+                label=f"{name}:call",
+            )
+            answer = ScriptedResponse(text=self.final, label=name)
+            return [call] * TOOL_LOOP_CALLS + [answer]
         if name in ("server-tools", "server-tools-loop"):
             call = ScriptedResponse(
                 reasoning="I should search the web for this.",
@@ -194,6 +211,14 @@ SCENARIOS: dict[str, Scenario] = {
             continuation=ScriptedResponse(
                 reasoning="Listing them now.", label="loop-then-tool:continuation"
             ),
+        ),
+        Scenario(
+            "tool-loop",
+            "Make sure which text files are here.",
+            final=f"I listed the files {TOOL_LOOP_CALLS} times: there is one, notes.txt.",
+            rescued_final=TOOL_LOOP_STOP,
+            tool_result_contains="notes.txt",
+            tool_loop=True,
         ),
         Scenario(
             "server-tools",
