@@ -133,19 +133,11 @@ class LinesRule(Rule):
 
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         line_start, end = segmenter.line_from, win.end
-        if line_start == self._free_line:
-            return end
         held = self._run.hold_from()
         if held is not None:
-            # A prose line already longer than ``_max_line`` ends the run when it ends (it is a
-            # barrier), so no onset can fall before it: a heading and then a paragraph are
-            # released as the paragraph streams, not when it ends.
-            if end - line_start > self._max_line:
-                head = win.slice(line_start, end).strip()
-                if len(head) > self._max_line and segmenter.open_line_counts(win):
-                    self._free_line = line_start
-                    return end
             return held
+        if line_start == self._free_line:
+            return end
         tail = win.slice(line_start, end)
         head = tail.strip()
         if head and len(head) <= self._max_median:  # it may still open a run
