@@ -250,3 +250,31 @@ def test_list_items_said_again_keep_the_run_of_headings_held():
     section = "Day 1: Breakfast:\n* Lunch: Banana, cheese, crackers\n* Snacks: Banana, honey\n\n"
     text = section + section.replace("Day 1", "Day 2") + section.replace("Day 1", "Day 3")
     assert _held_at_end_of(text, text) == len(text) - text.index("Day 2")
+
+
+def _watermarks(text: str, channel: str = "text") -> list[int]:
+    from looprescue.detect import StreamDetector
+
+    detector = StreamDetector(watch="both")
+    marks = []
+    for at in range(0, len(text), 3):
+        detector.feed(channel, text[at : at + 3])
+        marks.append(detector.safe_offset(channel))
+    return marks
+
+
+def test_a_long_sentence_said_again_is_held_from_its_start_while_it_is_written():
+    # said again, it starts a streak of repeats there (a block said again is cut where its
+    # repeats began): the watermark must not let it out and then step back (found on a real
+    # reasoning trace, corpus/healthy.jsonl sky-t1-aime24-6)
+    said = "I have S = 2(ab + bc + ca) = 54, so ab + bc + ca = 27 and V = abc = 23.\n\n"
+    # further back than the periodic watermark looks (cycleMaxPeriod, which would hold it
+    # too), within the long sentences the pool remembers (LONG_MEMORY)
+    prose = loopgen.preamble(random.Random(3), "en", "reasoning", chars=4100)
+    between = prose.replace(". ", "; ")  # a few long sentences
+    text = said + between + "\n\nLet me express a^2 + b^2 + c^2 in S and V.\n\n" + said
+    for channel in ("reasoning", "text"):
+        marks = _watermarks(text, channel)
+        assert marks == sorted(marks)  # never back
+        second = text.rindex(said)
+        assert all(mark <= second for mark in marks[: (second + len(said) - 3) // 3])

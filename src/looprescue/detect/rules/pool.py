@@ -31,7 +31,7 @@ checklist that is said once, and a pool that a long new sentence ends before it 
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections import deque
 from typing import Final
 
@@ -98,6 +98,7 @@ class PoolRule(Rule):
         self._pool_size = 0  # distinct phrases occurring >= 2 times
         self._run = UnitRun(ONSET_COVERAGE, cfg.poolMaxPhrases, pool_horizon(cfg), REPEAT_WITHIN)
         self._long_seen: dict[str, None] = {}  # insertion-ordered: oldest first
+        self._long_sorted: list[str] = []  # the same phrases in order, to find a prefix fast
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
@@ -280,9 +281,19 @@ class PoolRule(Rule):
         if phrase in seen:
             return True
         seen[phrase] = None
+        insort(self._long_sorted, phrase)
         if len(seen) > LONG_MEMORY:
-            del seen[next(iter(seen))]
+            oldest = next(iter(seen))
+            del seen[oldest]
+            del self._long_sorted[bisect_left(self._long_sorted, oldest)]
         return False
+
+    def _may_say_long_again(self, head: str) -> bool:
+        """Whether the unfinished sentence (its phrase so far) can still turn out a recent long
+        sentence said again, which starts a streak of repeats where it begins."""
+        ordered = self._long_sorted
+        at = bisect_left(ordered, head)
+        return at < len(ordered) and ordered[at].startswith(head)
 
     def _hit(self, onset: int, end: int, members: set[str]) -> Hit:
         pool = sorted(members, key=lambda p: (-self._counts[p], p))
@@ -321,7 +332,8 @@ class PoolRule(Rule):
         if tail_start == self._free_tail:
             return end  # this sentence was already too long to become a phrase
         # The unfinished sentence opens a run if it turns out a very short phrase, and starts a
-        # streak of repeats if it turns out a phrase the window already has.
+        # streak of repeats if it turns out a phrase the window already has or a long sentence
+        # said again.
         tail = win.slice(tail_start, end)
         if not tail.strip():
             return end
@@ -332,7 +344,11 @@ class PoolRule(Rule):
             # its phrase is no longer than this (normalising only drops and folds chars)
             return tail_start + (len(tail) - len(tail.lstrip()))
         head = normalize_phrase(tail)
-        if len(head) <= HOLD_CHARS or self._prefix_of_a_phrase(head):
+        if (
+            len(head) <= HOLD_CHARS
+            or self._prefix_of_a_phrase(head)
+            or self._may_say_long_again(head)
+        ):
             return tail_start + (len(tail) - len(tail.lstrip()))
         if len(head) > FREE_AFTER:
             # A longer sentence only grows (a counter label in front, dropped once complete,
