@@ -139,7 +139,7 @@ def openai_agent(
     raise AssertionError("the agent never stopped")
 
 
-def responses_agent(client: Any, stream: bool) -> tuple[str, list[str | None]]:
+def responses_agent(client: Any, stream: bool, model: str = MODEL) -> tuple[str, list[str | None]]:
     """The agent loop on the Responses API, as Codex CLI runs it: the whole output goes back
     as input, each call's output after it. Every item the client gets must be whole (a type
     and an id), as Codex refuses text whose item has none."""
@@ -147,11 +147,11 @@ def responses_agent(client: Any, stream: bool) -> tuple[str, list[str | None]]:
     outcomes: list[str | None] = []
     for _ in range(20):
         if stream:
-            with client.responses.stream(model=MODEL, input=items) as events:
+            with client.responses.stream(model=model, input=items) as events:
                 response = events.get_final_response()
                 outcomes.append(events._response.headers.get(OUTCOME))
         else:
-            raw = client.responses.with_raw_response.create(model=MODEL, input=items)
+            raw = client.responses.with_raw_response.create(model=model, input=items)
             response = raw.parse()
             outcomes.append(raw.headers.get(OUTCOME))
         assert all(item.type and item.id for item in response.output), response.output
