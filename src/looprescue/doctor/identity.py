@@ -29,19 +29,24 @@ def _hex_id(match: re.Match[str]) -> str:
 
 
 def _labelled_id(match: re.Match[str]) -> str:
-    """A short value after an ``id`` label (``Chunk ID: 1ff8b3``, ``session_id=a7c2``,
-    ``"requestId": "x9k2"``) is an id when it mixes digits and letters. The label must end a
-    word (``valid: a1b2`` is no id), or be camel case (``requestId``); a plain number stays,
-    since counting ids can be progress."""
+    """A value after an ``id`` label (``Chunk ID: 1ff8b3``, ``session_id=4021``,
+    ``"requestId": "x9k2"``) names a thing; it measures no progress, so two results that differ
+    only there are the same. The label must end a word (``valid: a1b2`` is no id) or be camel
+    case (``requestId``), and the value must hold a digit or be hex of 6 or more (a random id
+    can come out all digits or all letters); a word (``id: main``) stays."""
     start = match.start()
     before = match.string[start - 1] if start else ""
     label = match.group(1)
     if before.isalpha() and not (label == "Id" and before.islower()):
         return match.group(0)
     value = match.group(3)
-    if any(c.isdigit() for c in value) and any(c.isalpha() for c in value):
+    hexlike = len(value) >= 6 and all(c in _HEX for c in value)
+    if hexlike or any(c.isdigit() for c in value):
         return match.group(1) + match.group(2) + "<id>"
     return match.group(0)
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 # (pattern, replacement, a substring the text must contain for the pattern to apply at all).
@@ -65,12 +70,6 @@ _VOLATILE: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], st
     (re.compile(r"\d(?<!\d\d)\d{3}-\d{2}-\d{2}(?!\d)"), "<date>", "-"),
     (re.compile(r"\d(?<!\d\d)\d?:\d{2}:\d{2}(?:[.,]\d+)?(?!\d)"), "<time>", ":"),
     (re.compile(r"0x[0-9a-fA-F]+"), "<hex>", "0x"),
-    # ids too short for the hex rule, known by their label (Codex's ``Chunk ID: 1ff8b3``)
-    (
-        re.compile(r"([Ii][Dd])([\"']?\s*[:=]\s*[\"']?)([A-Za-z0-9][\w-]{3,})(?![\w-])"),
-        _labelled_id,
-        None,
-    ),
     # hex ids and hashes, standing alone or after a prefix such as "bash-" or "toolu_00_"
     (re.compile(r"[0-9a-fA-F](?<![0-9A-Za-z].)[0-9a-fA-F]{7,}(?![0-9A-Za-z])"), _hex_id, None),
     (
@@ -97,9 +96,9 @@ def _request_id(match: re.Match[str]) -> str:
     return "<id>" if mixed else match.group(0)
 
 
-# Tokens that may hold no digit at all: random temp names, prefixed request ids. A temp path
-# keeps its file name (twenty files edited in one temp dir stay twenty different calls); only
-# the random directory part is masked.
+# Tokens that may hold no digit at all: random temp names, prefixed request ids, labelled ids.
+# A temp path keeps its file name (twenty files edited in one temp dir stay twenty different
+# calls); only the random directory part is masked.
 _UNDIGITED: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], str], ...] = (
     (re.compile(r"(?:/private)?/var/folders/[\w-]+/[\w-]+/T/"), "<tmpdir>/", "/var/folders/"),
     (re.compile(r"/tmp/pytest-of-[\w.-]+/pytest-\d+/"), "/tmp/<tmpdir>/", "pytest-of-"),
@@ -114,6 +113,13 @@ _UNDIGITED: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], s
             r"[-_](?:\d+_)?([A-Za-z0-9]{10,})(?![A-Za-z0-9_])"
         ),
         _request_id,
+        "",
+    ),
+    # ids known by their label, of any length and with or without a digit (Codex's
+    # ``Chunk ID: 1ff8b3``)
+    (
+        re.compile(r"([Ii][Dd])([\"']?\s*[:=]\s*[\"']?)([A-Za-z0-9][\w-]*)(?![\w-])"),
+        _labelled_id,
         "",
     ),
 )
