@@ -120,3 +120,34 @@ def test_song_with_refrains_in_both_channels():
     song = "".join(v + chorus + "\n" for v in verses)
     assert scan_text(song, "text") == []
     assert scan_text(song, "reasoning") == []
+
+
+def _lag_after_each_delta(text: str, channel: str = "text", size: int = 3) -> list[int]:
+    from looprescue.detect import StreamDetector
+
+    detector = StreamDetector(DetectorConfig())
+    lags = []
+    for start in range(0, len(text), size):
+        detector.feed(channel, text[start : start + size])
+        lags.append(min(len(text), start + size) - detector.safe_offset(channel))
+    return lags
+
+
+def test_a_heading_is_released_as_the_paragraph_under_it_streams():
+    """A prose line past twice the median limit ends the run of short lines when it ends, and
+    no line of the run came twice: the heading above it need not wait for its end."""
+    heading = "### Team Setup:\n"
+    first = "Kickball is played by two teams on a field with four bases. "
+    last = "Each team takes turns kicking a rolled ball and running the bases"
+    lags = _lag_after_each_delta("Here is how the game goes.\n\n" + heading + first + last)
+    # once the first sentence ended, only the unfinished last one may be held
+    assert lags[-1] <= len(last)
+
+
+def test_a_heading_over_a_list_item_stays_held_until_the_item_ends():
+    """A list item is structure, no barrier: it cannot free the heading before it ends (the
+    heading could be the first of a run of short lines the loop goes on with)."""
+    item = "- " + "each team fields nine players and a pitcher who rolls the ball " * 2
+    text = "Here is how the game goes.\n\n### Team Setup:\n" + item
+    lags = _lag_after_each_delta(text)
+    assert lags[-1] >= len(item)

@@ -278,3 +278,22 @@ def test_a_long_sentence_said_again_is_held_from_its_start_while_it_is_written()
         assert marks == sorted(marks)  # never back
         second = text.rindex(said)
         assert all(mark <= second for mark in marks[: (second + len(said) - 3) // 3])
+
+
+def test_a_heading_is_released_while_the_long_sentence_under_it_is_written():
+    # the sentence will be a new long one, a barrier that ends the run, and no phrase of the
+    # run came twice: the heading can no longer open a pool, nor a batch a cycle settles into
+    heading = "Here is the plan.\n\n### Objective:\n"
+    sentence = "The aim is to score more runs than the other team by kicking the ball far"
+    marks = _watermarks(heading + sentence)
+    assert marks[-1] > len(heading)
+
+
+def test_a_run_with_a_phrase_said_twice_stays_held_under_a_long_sentence():
+    # "OK." came twice: a batch may be forming, and a loop inside the long sentence would be
+    # cut where the batch began (a small model that degenerates after a few short phrases)
+    start = "Here is the plan for the answer, in the order the user asked for it.\n\n"
+    batch = "OK. Go on. OK. "
+    sentence = "Then the model writes a long sentence that could still turn into the loop"
+    marks = _watermarks(start + batch + sentence)
+    assert marks[-1] <= len(start)

@@ -142,6 +142,10 @@ class UnitRun:
                 phrases += 1
         return covered, len(self._units), phrases
 
+    def has_recurring(self) -> bool:
+        """Whether a key occurs twice or more in the run (with none, no batch has formed)."""
+        return any(n >= 2 for n in self._counts.values())
+
     def recurring(self) -> set[str]:
         """The keys that occur twice or more in the run."""
         return {key for key, n in self._counts.items() if n >= 2}

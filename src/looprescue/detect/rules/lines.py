@@ -95,6 +95,15 @@ class LinesRule(Rule):
                 return self._hit(onset, end, members)
         return None
 
+    def _ends_run(self, win: TextWindow, segmenter: Segmenter, end: int) -> bool:
+        """Whether the unfinished line (up to ``end``) ends the run when it ends: a prose line
+        already longer than ``_max_line`` is a barrier."""
+        line_start = segmenter.line_from
+        if end - line_start <= self._max_line:
+            return False
+        head = win.slice(line_start, end).strip()
+        return len(head) > self._max_line and segmenter.open_line_counts(win, end)
+
     def batch_onset(self) -> int | None:
         """Where the batch of short lines the text now ends in first appeared (see
         ``PoolRule.batch_onset``)."""
@@ -133,11 +142,18 @@ class LinesRule(Rule):
 
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         line_start, end = segmenter.line_from, win.end
-        held = self._run.hold_from()
-        if held is not None:
-            return held
         if line_start == self._free_line:
             return end
+        held = self._run.hold_from()
+        if held is not None:
+            if not self._run.has_recurring() and self._ends_run(win, segmenter, end):
+                # A run with no line said twice, and a prose line being written that ends it
+                # when it ends (a barrier): no hit of this rule can fire before that line ends,
+                # and none after it can reach back, nor a periodic loop settle into a batch
+                # that has not formed. A heading goes out while the paragraph under it streams.
+                self._free_line = line_start
+                return end
+            return held
         tail = win.slice(line_start, end)
         head = tail.strip()
         if head and len(head) <= self._max_median:  # it may still open a run

@@ -16,13 +16,16 @@ pool is kept. That needs holding the batch back as it comes, which is done for v
 (``HOLD_CHARS``) only: a pool made of longer phrases alone ("I will check the config file.")
 is cut at the start of the current streak of repeats instead, keeping each phrase's first
 appearance, as a cycle keeps its first copy. A new long sentence ends a pool: the onset is never
-before it, and that is what lets the watermark release text as soon as a long sentence arrives.
-A long sentence that repeats a recent one belongs to the loop (a notice the model keeps
-re-emitting): it does not end it, and it counts in the streak of repeats, so a pool whose
-repeats began before its short phrases made up a batch is cut where they began; when the
-batch began right after a long sentence the loop says again, it is cut at that sentence. A
-sentence no longer than a phrase in chars (a CJK one up to twice as wide) does not end a run
-either.
+before it, and that is what lets the watermark release text as soon as a long sentence arrives
+(a sentence too long to keep, past ``4 * poolMaxPhraseChars + 64`` chars, counts as a new one).
+While a run in which no phrase came twice waits under an unfinished sentence that can only end
+as such a barrier, the run goes out already (``_ends_run``): a heading is not held while the
+paragraph under it is written. A long sentence that repeats a recent one belongs to the loop
+(a notice the model keeps re-emitting): it does not end it, and it counts in the streak of
+repeats, so a pool whose repeats began before its short phrases made up a batch is cut where
+they began; when the batch began right after a long sentence the loop says again, it is cut at
+that sentence. A sentence no longer than a phrase in chars (a CJK one up to twice as wide) does
+not end a run either.
 
 Not a pool: healthy reasoning whose short sentences recur now and then (``Wait.``, ``OK.``), a
 checklist that is said once, and a pool that a long new sentence ends before it fills
@@ -53,6 +56,7 @@ from looprescue.detect.text import (
     LONG_SENTENCE,
     STRUCTURE_LINE,
     excerpt,
+    has_alnum,
     normalize_phrase,
 )
 
@@ -63,6 +67,9 @@ _FEEDS: Final = frozenset({SENTENCE, WATERMARK})
 # An unfinished sentence whose phrase is this long can no longer turn out a held phrase: it is
 # not asked again until the next sentence begins.
 FREE_AFTER: Final = HOLD_CHARS + 24
+# How much longer than ``poolMaxPhraseChars`` an unfinished sentence must be before it is taken
+# for the new long sentence it will be (a counter label in front is dropped when it ends).
+BARRIER_MARGIN: Final = 24
 # Units a batch judged alone holds at least (see PoolRule._young_batch): as many copies as a
 # cycle of a short unit needs (cycleShortRepeats).
 YOUNG_BATCH_UNITS: Final = 10
@@ -102,6 +109,7 @@ class PoolRule(Rule):
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
+        self._barrier_tail = -1  # start of an unfinished sentence known to end the run
         # the last long new sentence (it ended the run), whether the text said it again since,
         # and where the first phrase after it began (-1: none yet)
         self._barrier: tuple[int, str] | None = None
@@ -177,7 +185,7 @@ class PoolRule(Rule):
             said = self._seen_long(phrase)
             # a sentence no longer than a phrase in chars (a CJK one up to twice as wide)
             # does not end a run: a small model's garbled pool mixes such sentences in
-            barrier = not said and len(phrase) > self._max_chars
+            barrier = not said and (sentence is LONG_SENTENCE or len(phrase) > self._max_chars)
             self._run.add(None, start, barrier=barrier)
             if barrier:
                 self._barrier, self._barrier_said, self._after_barrier = (start, phrase), False, -1
@@ -325,7 +333,14 @@ class PoolRule(Rule):
         text from the segmenter's ``sentence_from`` on)."""
         tail_start, end = segmenter.sentence_from, win.end
         held = self._run.hold_from()
-        if held is not None:
+        if (
+            held is not None
+            and tail_start != self._barrier_tail
+            and not self._run.has_recurring()
+            and self._ends_run(win, segmenter, tail_start, end)
+        ):
+            self._barrier_tail = tail_start
+        if held is not None and tail_start != self._barrier_tail:
             return min(held, self._repeats.start if self._repeats.start is not None else held)
         if self._repeats.start is not None:
             return self._repeats.start
@@ -355,6 +370,21 @@ class PoolRule(Rule):
             # is shorter than the margin), and phrases only change at a sentence's end.
             self._free_tail = tail_start
         return end
+
+    def _ends_run(self, win: TextWindow, segmenter: Segmenter, tail_start: int, end: int) -> bool:
+        """Whether the unfinished sentence ends the run when it ends: it is a unit, already
+        longer than any phrase by a margin (a counter label, dropped once the sentence is
+        complete, is shorter), and no recent long sentence begins like it, so it will be a new
+        long sentence, a barrier, whatever length it reaches. Asked only of a run in which no
+        phrase came twice: no pool hit fires before the sentence ends, none after it can reach
+        back, and no periodic loop settles into a batch that has not formed, so the run may go
+        out (a heading, while the paragraph under it is written)."""
+        if end - tail_start <= self._max_chars + BARRIER_MARGIN:
+            return False
+        head = normalize_phrase(win.slice(tail_start, end))
+        if len(head) <= self._max_chars + BARRIER_MARGIN or not has_alnum(head):
+            return False
+        return segmenter.open_sentence_counts(win, end) and not self._may_say_long_again(head)
 
     def _prefix_of_a_phrase(self, head: str) -> bool:
         # a few dozen phrases at most, and only asked of an unfinished sentence of 21-40 chars
