@@ -615,7 +615,9 @@ class ResponsesEncoder:
             event = dict(item.extra.get("event") or {})
             event["output_index"] = position
             return data + self._event(event)
-        upstream_item = item.extra.get("item") or self._own_item(item.kind)
+        upstream_item = item.extra.get("item")
+        if not upstream_item:
+            upstream_item = {} if item.kind == "tool_call" else self._own_item(item.kind)
         if item.kind == "tool_call":
             data = self._close_item()
             made, _ = out.open_item(upstream_item)
