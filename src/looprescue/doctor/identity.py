@@ -135,8 +135,8 @@ def mask_volatile(text: str) -> str:
             text = pattern.sub(replacement, text)
     if _DIGIT.search(text) is None:
         return text  # every other volatile token holds a digit
-    for pattern, replacement, needed in _VOLATILE:
-        if needed is None or needed in text:
+    for pattern, replacement, wanted in _VOLATILE:
+        if wanted is None or wanted in text:
             text = pattern.sub(replacement, text)
     return text
 
