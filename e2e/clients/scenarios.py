@@ -88,6 +88,15 @@ class Scenario:
     def full_prompt(self) -> str:
         return f"{self.tag} {self.prompt}"
 
+    def _listing(
+        self, client_tool: tuple[str, Mapping[str, Any]], reasoning: str
+    ) -> ScriptedResponse:
+        """The step that calls the client's folder-listing tool."""
+        tool, arguments = client_tool
+        return ScriptedResponse(
+            reasoning=reasoning, tool_calls=(ToolCall(tool, arguments),), label=f"{self.name}:call"
+        )
+
     def steps(self, client_tool: tuple[str, Mapping[str, Any]]) -> list[ScriptedResponse]:
         """The agent turn's answers, by how many tool results the request carries."""
         name = self.name
@@ -106,34 +115,21 @@ class Scenario:
             text = "Here is what I will do. " + TEXT_UNIT * COPIES
             return [ScriptedResponse(reasoning="Plan the answer.", text=text, label=name)]
         if name == "tool":
-            tool, arguments = client_tool
-            call = ScriptedResponse(
-                reasoning="I should list the text files first.",
-                tool_calls=(ToolCall(tool, arguments),),
-                label=f"{name}:call",
-            )
+            call = self._listing(client_tool, "I should list the text files first.")
             answer = ScriptedResponse(
                 reasoning="The listing shows the notes file.", text=self.final, label=name
             )
             return [call, answer]
         if name == "loop-then-tool":
-            tool, arguments = client_tool
             reasoning = "I should list the text files. " + REASONING_UNIT * COPIES
-            call = ScriptedResponse(
-                reasoning=reasoning, tool_calls=(ToolCall(tool, arguments),), label=f"{name}:call"
-            )
+            call = self._listing(client_tool, reasoning)
             answer = ScriptedResponse(
                 reasoning="The listing shows the notes file.", text=self.final, label=name
             )
             return [call, answer]
         if name == "tool-loop":
             # it ignores the guard's steering note: the worst case, so the stop must come
-            tool, arguments = client_tool
-            call = ScriptedResponse(
-                reasoning="I should list the text files again to be sure.",
-                tool_calls=(ToolCall(tool, arguments),),
-                label=f"{name}:call",
-            )
+            call = self._listing(client_tool, "I should list the text files again to be sure.")
             answer = ScriptedResponse(text=self.final, label=name)
             return [call] * TOOL_LOOP_CALLS + [answer]
         if name in ("server-tools", "server-tools-loop"):
