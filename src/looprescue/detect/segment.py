@@ -137,46 +137,37 @@ class Segmenter:
                 return hit
         return None
 
+    def _open_kind(self, win: TextWindow, upto: int) -> LineKind:
+        """The kind of the unfinished line, read up to ``upto`` (the same text whatever the
+        chunking); caches nothing, so asking at any point never changes a decision."""
+        if upto - self.line_from > LONG_UNIT:
+            return _PROSE  # (a line this long is prose, as _line_kind_at has it)
+        return classify_line(win.slice(self.line_from, upto).strip())
+
     def _open_counts(self, win: TextWindow, upto: int) -> bool:
-        """Whether the unfinished sentence, up to ``upto``, is prose a sentence rule judges
-        (its line read up to there: the same text whatever the chunking)."""
+        """Whether the unfinished sentence, up to ``upto``, is prose a sentence rule judges."""
         if not self._structural:
             return True
-        if self.in_fence:
-            return False
-        if upto - self.line_from > LONG_UNIT:
-            return True  # (a line this long is prose, as _line_kind_at has it)
-        return classify_line(win.slice(self.line_from, upto).strip()) not in _STRUCTURAL
+        return not self.in_fence and self._open_kind(win, upto) not in _STRUCTURAL
 
     def open_line_counts(self, win: TextWindow, end: int) -> bool:
         """Whether the line being written (up to ``end``) reaches ``on_line`` as a unit when it
         ends: a prose line (in visible text, also outside fences, and no list item, table row
-        or quote). Asked of a line long enough that its first chars settle its kind. Pure: it
-        caches nothing, so asking at any point never changes a decision."""
-        if end - self.line_from > LONG_UNIT:
-            kind = _PROSE
-        else:
-            kind = classify_line(win.slice(self.line_from, end).strip())
+        or quote). Asked of a line long enough that its first chars settle its kind."""
+        kind = self._open_kind(win, end)
         if kind in _NOT_COUNTED:
             return False
         return not (self._structural and (self.in_fence or kind in _STRUCTURAL))
 
     def open_sentence_counts(self, win: TextWindow, end: int) -> bool:
         """Whether the sentence being written (up to ``end``) reaches ``on_sentence`` as a unit
-        when it ends: its line is no list item, table row, quote or code in visible text. Asked
-        of a sentence long enough that its line's first chars settle the kind; caches
-        nothing."""
-        if not self._structural:
-            return True
-        if self.in_fence:
-            return False
+        when it ends: as ``_open_counts``, but by the line's kind as the segmenter already
+        judged it when it has (that is what decides). Asked of a sentence long enough that its
+        line's first chars settle the kind."""
         kind = self._line_kind
         if kind is None:
-            if end - self.line_from > LONG_UNIT:
-                kind = _PROSE
-            else:
-                kind = classify_line(win.slice(self.line_from, end).strip())
-        return kind not in _STRUCTURAL
+            return self._open_counts(win, end)
+        return not self._structural or (not self.in_fence and kind not in _STRUCTURAL)
 
     def _line_kind_at(self, win: TextWindow, upto: int) -> LineKind:
         if self._line_kind is None:
