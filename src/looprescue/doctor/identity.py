@@ -28,6 +28,9 @@ def _hex_id(match: re.Match[str]) -> str:
     return "<hex>" if has_digit and has_letter else token
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def _labelled_id(match: re.Match[str]) -> str:
     """A value after an ``id`` label (``Chunk ID: 1ff8b3``, ``session_id=4021``,
     ``"requestId": "x9k2"``) names a thing; it measures no progress, so two results that differ
@@ -44,9 +47,6 @@ def _labelled_id(match: re.Match[str]) -> str:
     if hexlike or any(c.isdigit() for c in value):
         return match.group(1) + match.group(2) + "<id>"
     return match.group(0)
-
-
-_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 # (pattern, replacement, a substring the text must contain for the pattern to apply at all).
