@@ -144,10 +144,50 @@ def test_a_heading_is_released_as_the_paragraph_under_it_streams():
     assert lags[-1] <= len(last)
 
 
-def test_a_heading_over_a_list_item_stays_held_until_the_item_ends():
-    """A list item is structure, no barrier: it cannot free the heading before it ends (the
-    heading could be the first of a run of short lines the loop goes on with)."""
+def test_a_heading_is_released_as_a_new_list_item_under_it_streams():
+    """A new list item past twice the median limit ends the run of short lines when it ends,
+    as a long prose line does (new text, whatever its markup): the heading above it goes out
+    while the item is written."""
     item = "- " + "each team fields nine players and a pitcher who rolls the ball " * 2
     text = "Here is how the game goes.\n\n### Team Setup:\n" + item
     lags = _lag_after_each_delta(text)
-    assert lags[-1] >= len(item)
+    assert lags[-1] < len(item) - 40
+
+
+def test_a_heading_stays_held_over_a_list_item_said_before():
+    """An item that begins like one said before may be a block said again, which breaks
+    nothing: the heading above it could open the run of short lines the loop goes on with."""
+    item = "- each team fields nine players and a pitcher who rolls the ball\n"
+    text = "Here is how the game goes.\n\n### Team Setup:\n" + item + "\n### Rules:\n" + item
+    lags = _lag_after_each_delta(text[:-3])
+    assert lags[-1] >= len("### Rules:\n" + item) - 3
+
+
+def _cut_after_a_structure_line(before: list[str], item_chars: int) -> tuple[int, int]:
+    """Where the rule cuts short lines said again and again, fed after ``before`` and a
+    structure line of ``item_chars``; and where the lines after it begin."""
+    from looprescue.detect.text import STRUCTURE_LINE
+
+    rng = random.Random(5)
+    rule = LinesRule("text", DetectorConfig())
+    assert _feed(rule, before) == (None, None)
+    offset = sum(len(line) + 1 for line in before)
+    assert rule.on_line(STRUCTURE_LINE, offset, offset + item_chars + 1) is None
+    offset += item_chars + 1
+    hit, _ = _feed(rule, [rng.choice(SHORT_LINES[:5]) for _ in range(300)], offset)
+    assert hit is not None
+    return hit.prune_offset, offset
+
+
+def test_a_long_new_structure_line_ends_a_run_with_nothing_said_twice():
+    # past twice the median limit it is new text, as a long prose line is: the lines before
+    # it are no part of the batch after it
+    cut, after = _cut_after_a_structure_line(SHORT_LINES[:4], 70)
+    assert cut >= after
+    # a short one only comes between the run's lines: the cut falls among those before it
+    cut, after = _cut_after_a_structure_line(SHORT_LINES[:4], 30)
+    assert cut < after - 31
+    # once a line came twice a batch may be forming, and a block of it said again may hold a
+    # new item (a meal plan whose days repeat but for one dish): the cut still reaches back
+    cut, after = _cut_after_a_structure_line(SHORT_LINES[:4] + SHORT_LINES[:2], 70)
+    assert cut < after - 71

@@ -297,3 +297,49 @@ def test_a_run_with_a_phrase_said_twice_stays_held_under_a_long_sentence():
     sentence = "Then the model writes a long sentence that could still turn into the loop"
     marks = _watermarks(start + batch + sentence)
     assert marks[-1] <= len(start)
+
+
+def test_a_heading_is_released_while_a_new_list_item_under_it_is_written():
+    # a new list item longer than any phrase ends the run when it ends, as a long sentence
+    # does: the heading can no longer open a pool
+    heading = "Here is the plan.\n\n### Team setup\n"
+    item = "- **Teams:** each team has eight to eleven players on the field, and a pitcher"
+    marks = _watermarks(heading + item)
+    assert marks[-1] > len(heading)
+
+
+def test_a_long_new_list_item_ends_the_run_of_phrases_before_it():
+    # phrases before the item (none twice yet) and the same phrases after it: the pool after
+    # the item is cut where it began, the phrases before the item go out (a run of their own)
+    before = "OK.\nGo.\nNow.\n"
+    item = "- the lock file is written before the header, so a crash leaves it stale\n"
+    text = before + item + _reshuffled_lines("", count=120, seed=9)
+    hits = scan_text(text, "text")
+    assert hits and hits[0].rule == "pool"
+    assert hits[0].prune_offset == len(before + item)
+    # an item no longer than a phrase is only between the phrases: the cut reaches back
+    short = "- the lock file\n"
+    hits = scan_text(before + short + _reshuffled_lines("", count=120, seed=9), "text")
+    assert hits and hits[0].prune_offset < len(before)
+    # once a phrase came twice a batch may be forming, and a block of it said again may hold
+    # a new item (a meal plan whose days repeat but for one dish): the cut still reaches back
+    again = before + "OK.\n"
+    hits = scan_text(again + item + _reshuffled_lines("", count=120, seed=9), "text")
+    assert hits and hits[0].prune_offset < len(again)
+
+
+def test_a_heading_said_in_every_section_is_not_held_through_the_lists_under_it():
+    # "Questions:" said again starts a streak of repeats; the new list items under it are no
+    # repeats, so the streak is over before the next section (found on a real answer,
+    # corpus/healthy.jsonl alpacaeval-claude-3-5-sonnet-20240620-153)
+    sections = []
+    for role in ("Chief Executive Officer", "Chief Marketing Officer", "Chief Financial Officer"):
+        items = "".join(
+            f"- What does the {role.lower()} expect from {topic} over the next two years?\n"
+            for topic in ("pricing", "the stores", "online sales", "hiring", "the brand")
+        )
+        sections.append(f"{role}\n\nQuestions:\n{items}\n")
+    text = "Here are the interviews to plan.\n\n" + "".join(sections)
+    marks = _watermarks(text)
+    last = text.rindex("Questions:")
+    assert marks[-1] > last

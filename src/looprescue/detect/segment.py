@@ -6,7 +6,7 @@ sentence only before whitespace), so the same text gives the same units in any c
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from typing import Final, Protocol
 
@@ -98,6 +98,7 @@ class Segmenter:
         self.sentence_from = 0  # offset after the last sentence boundary
         # recent lines of structure, to tell a new one from one said again (bounded)
         self._structure_seen: dict[str, None] = {}
+        self._structure_sorted: list[str] = []  # the same lines in order, to find a prefix fast
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
         self.in_fence = False
@@ -169,6 +170,22 @@ class Segmenter:
             return self._open_counts(win, end)
         return not self._structural or (not self.in_fence and kind not in _STRUCTURAL)
 
+    def open_structure_is_new(self, win: TextWindow, end: int) -> bool:
+        """Whether the line being written (up to ``end``) reaches the sentence and line rules
+        as a new ``STRUCTURE_LINE`` when it ends: a list item, table row, quote or fenced line
+        that begins like no remembered one. Asked of a line long enough that its first chars
+        settle its kind; by the kind the segmenter already judged when it has (a line it read
+        as prose hands its sentences on as it goes, and is no structure line to them)."""
+        if not self._structural:
+            return False
+        kind = self._line_kind if self._line_kind is not None else self._open_kind(win, end)
+        if kind in _NOT_COUNTED or not (self.in_fence or kind in _STRUCTURAL):
+            return False
+        head = win.slice(self.line_from, end).strip()
+        ordered = self._structure_sorted
+        at = bisect_left(ordered, head)
+        return not (at < len(ordered) and ordered[at].startswith(head))
+
     def _line_kind_at(self, win: TextWindow, upto: int) -> LineKind:
         if self._line_kind is None:
             if upto - self.line_from > LONG_UNIT:
@@ -210,8 +227,11 @@ class Segmenter:
         if line in seen:
             return False
         seen[line] = None
+        insort(self._structure_sorted, line)
         if len(seen) > STRUCTURE_MEMORY:
-            del seen[next(iter(seen))]
+            oldest = next(iter(seen))
+            del seen[oldest]
+            del self._structure_sorted[bisect_left(self._structure_sorted, oldest)]
         return True
 
     def _clauses(self, win: TextWindow, begin: int, end: int) -> Hit | None:
@@ -231,7 +251,15 @@ class Segmenter:
         line_from = max(self.line_from, end - 1 - LONG_UNIT)
         raw_line = win.slice(line_from, end - 1)
         line = raw_line.strip()
-        kind = classify_line(line) if line_from == self.line_from else _PROSE
+        clipped = line_from != self.line_from
+        if not clipped:
+            kind = classify_line(line)
+        elif self._structural and self._line_kind in _STRUCTURAL:
+            # too long to read again: the kind its sentences were judged by (they were not
+            # counted, so it must reach the rules as the structure line it is)
+            kind = self._line_kind
+        else:
+            kind = _PROSE
         hit = None
         counted = kind not in _NOT_COUNTED and not (
             self._structural and (self.in_fence or kind in _STRUCTURAL)
@@ -239,20 +267,21 @@ class Segmenter:
         start = line_from + len(raw_line) - len(raw_line.lstrip())
         if counted and self._on_line is not None:
             hit = self._on_line(line, start, end)
-        elif not counted and kind not in _NOT_COUNTED and self._new_structure(line):
-            # a new line of structure with words in it (a list item, a table row): no unit of
-            # the phrase and line rules, but it breaks the run of short units they hold back
-            # (a heading, then a long list). One said again is loop-like: it breaks nothing.
+        elif not counted and kind not in _NOT_COUNTED and (clipped or self._new_structure(line)):
+            # A new line of structure with words in it (a list item, a table row): no unit of
+            # the phrase and line rules, but it comes between the units of the run they hold
+            # back (a heading, then a list), and a long one ends that run. One said again is
+            # loop-like: it breaks nothing. A clipped line is new by its length alone.
             if self._on_sentence is not None:
                 hit = self._on_sentence(STRUCTURE_LINE, start, end) or hit
             if self._on_line is not None:
                 hit = self._on_line(STRUCTURE_LINE, start, end) or hit
         if self._table is not None:
-            if kind is _TABLE_ROW and line.endswith("|") and not self.in_fence:
+            if kind is _TABLE_ROW and not clipped and line.endswith("|") and not self.in_fence:
                 hit = self._table.on_row(line, start, end) or hit
             else:
                 self._table.end_table()
-        if kind is _LIST_ITEM and self._items is not None and not self.in_fence:
+        if kind is _LIST_ITEM and not clipped and self._items is not None and not self.in_fence:
             hit = self._items.on_item(line, start, end) or hit
         if kind is _FENCE:
             if self._code is not None:

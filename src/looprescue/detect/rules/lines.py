@@ -14,7 +14,8 @@ window but recover, and the two-window confirmation is what keeps them from firi
 table rows, quotes and fenced code are structure the segmenter never hands to this rule.
 
 Prune point: where the batch of duplicated lines first appeared (``UnitRun.onset``), among the
-lines no longer than the median limit. A line of more than twice the limit ends the run; a batch
+lines no longer than the median limit. A line of more than twice the limit ends the run (a new
+structure line that long too, while no line of the run came twice); a batch
 is at most a third of the window in distinct lines (more, and the window could not hold two of
 each at the duplicate ratio).
 """
@@ -66,7 +67,11 @@ class LinesRule(Rule):
 
     def on_line(self, line: str, start: int, end: int) -> Hit | None:
         if line is STRUCTURE_LINE:
-            self._run.add(None, start)  # between the run's lines, and none of them
+            # between the run's lines, and none of them; a long one ends a run in which nothing
+            # came twice, as a long line does (see PoolRule.on_sentence; its length: the line,
+            # its newline taken off)
+            long = end - start - 1 > self._max_line
+            self._run.add(None, start, barrier=long and not self._run.has_recurring())
             return None
         # a line up to the median limit may open (or carry) a held run; a longer short line
         # only counts against it; a long one ends it
@@ -97,12 +102,14 @@ class LinesRule(Rule):
 
     def _ends_run(self, win: TextWindow, segmenter: Segmenter, end: int) -> bool:
         """Whether the unfinished line (up to ``end``) ends the run when it ends: a prose line
-        already longer than ``_max_line`` is a barrier."""
+        or a new structure line already longer than ``_max_line`` is a barrier."""
         line_start = segmenter.line_from
         if end - line_start <= self._max_line:
             return False
         head = win.slice(line_start, end).strip()
-        return len(head) > self._max_line and segmenter.open_line_counts(win, end)
+        return len(head) > self._max_line and (
+            segmenter.open_line_counts(win, end) or segmenter.open_structure_is_new(win, end)
+        )
 
     def batch_onset(self) -> int | None:
         """Where the batch of short lines the text now ends in first appeared (see

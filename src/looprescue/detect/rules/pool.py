@@ -18,9 +18,12 @@ is cut at the start of the current streak of repeats instead, keeping each phras
 appearance, as a cycle keeps its first copy. A new long sentence ends a pool: the onset is never
 before it, and that is what lets the watermark release text as soon as a long sentence arrives
 (a sentence too long to keep, past ``4 * poolMaxPhraseChars + 64`` chars, counts as a new one).
-While a run in which no phrase came twice waits under an unfinished sentence that can only end
-as such a barrier, the run goes out already (``_ends_run``): a heading is not held while the
-paragraph under it is written. A long sentence that repeats a recent one belongs to the loop
+In the visible text a new structure line (list item, table row, quote, line of code) is no unit
+but comes between units: no member, no repeat, and when longer than any phrase it ends a run in
+which nothing came twice, as a long sentence does. While a run in which no phrase came twice
+waits under an unfinished sentence or structure line that can only end as such a barrier, the
+run goes out already (``_ends_run``): a heading is not held while the paragraph or the list
+under it is written. A long sentence that repeats a recent one belongs to the loop
 (a notice the model keeps re-emitting): it does not end it, and it counts in the streak of
 repeats, so a pool whose repeats began before its short phrases made up a batch is cut where
 they began; when the batch began right after a long sentence the loop says again, it is cut at
@@ -67,9 +70,6 @@ _FEEDS: Final = frozenset({SENTENCE, WATERMARK})
 # An unfinished sentence whose phrase is this long can no longer turn out a held phrase: it is
 # not asked again until the next sentence begins.
 FREE_AFTER: Final = HOLD_CHARS + 24
-# How much longer than ``poolMaxPhraseChars`` an unfinished sentence must be before it is taken
-# for the new long sentence it will be (a counter label in front is dropped when it ends).
-BARRIER_MARGIN: Final = 24
 # Units a batch judged alone holds at least (see PoolRule._young_batch): as many copies as a
 # cycle of a short unit needs (cycleShortRepeats).
 YOUNG_BATCH_UNITS: Final = 10
@@ -162,7 +162,15 @@ class PoolRule(Rule):
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
         if sentence is STRUCTURE_LINE:
-            self._run.add(None, start)  # between the run's units, and none of them
+            # A new line of structure: between the run's units, and none of them, and no repeat
+            # (a heading said in every section is no streak through the lists under it). A
+            # long one is new text that ends a run in which nothing came twice, as a long
+            # sentence does; once a phrase came twice a batch may be forming, and a block of it
+            # said again may hold a new item (a meal plan whose days differ in one dish).
+            # (Its length: the line, its newline taken off.)
+            long = end - start - 1 > self._max_chars
+            self._run.add(None, start, barrier=long and not self._run.has_recurring())
+            self._repeats.add(False, start)
             return None
         if sentence is LONG_SENTENCE:
             phrase, phrase_width = "", 0
@@ -372,17 +380,26 @@ class PoolRule(Rule):
         return end
 
     def _ends_run(self, win: TextWindow, segmenter: Segmenter, tail_start: int, end: int) -> bool:
-        """Whether the unfinished sentence ends the run when it ends: it is a unit, already
-        longer than any phrase by a margin (a counter label, dropped once the sentence is
-        complete, is shorter), and no recent long sentence begins like it, so it will be a new
-        long sentence, a barrier, whatever length it reaches. Asked only of a run in which no
-        phrase came twice: no pool hit fires before the sentence ends, none after it can reach
-        back, and no periodic loop settles into a batch that has not formed, so the run may go
-        out (a heading, while the paragraph under it is written)."""
-        if end - tail_start <= self._max_chars + BARRIER_MARGIN:
+        """Whether what is being written ends the run when it ends, whatever length it
+        reaches. Either the unfinished sentence: a unit whose phrase is already longer than any
+        phrase (normalising a longer text never gives a shorter phrase: it only trims the ends,
+        folds whitespace and drops a counter label, which the first chars settle), and no recent
+        long sentence begins like it, so it will be a new long sentence. Or the unfinished line:
+        a new structure line already longer than any phrase. Asked only of a run in which no
+        phrase came twice: no pool hit fires before the barrier, none after it can reach back,
+        and no periodic loop settles into a batch that has not formed, so the run may go out (a
+        heading, while the paragraph or the list under it is written)."""
+        line_start = segmenter.line_from
+        if (
+            end - line_start > self._max_chars + 1
+            and len(win.slice(line_start, end).strip()) > self._max_chars
+            and segmenter.open_structure_is_new(win, end)
+        ):
+            return True
+        if end - tail_start <= self._max_chars:
             return False
         head = normalize_phrase(win.slice(tail_start, end))
-        if len(head) <= self._max_chars + BARRIER_MARGIN or not has_alnum(head):
+        if len(head) <= self._max_chars or not has_alnum(head):
             return False
         return segmenter.open_sentence_counts(win, end) and not self._may_say_long_again(head)
 
