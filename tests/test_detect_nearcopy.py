@@ -277,3 +277,22 @@ def test_restated_code_lines_do_not_lead_in():
     text = "```python\nfor item in items:\n" + code + other + code + other * 40
     hit = _only_hit(text)
     assert hit.loop_start >= text.index(other, text.index(other) + 1) - len(code), hit
+
+
+def test_counted_lines_restated_lead_into_a_cycle_but_lines_of_new_numbers_do_not():
+    # "- Saturday: Day 8 (LUNCH)" restates "- Saturday: Day 5 (LUNCH)" with one number moved
+    # on: a counted line the model drifts through on its way into the loop. A line whose
+    # measurements all moved on says something new, and the walk stops before it.
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    head = "Here is your plan:\n\n"
+    counted = "".join(f"- {d}: Day {n} (LUNCH)\n" for n, d in enumerate(days, 1))
+    loop = "".join(f"- {d}: Lunch (LUNCH)\n" for d in days) * 6
+    again = "".join(f"- {d}: Day {n} (LUNCH)\n" for n, d in enumerate(days, 8))
+    hit = _only_hit(head + counted + again + loop)
+    assert hit.prune_offset == len(head + counted), hit  # the counted lines said again lead in
+    readings = "".join(
+        f"- {d}: {20 + n} C, {60 - n}% humidity, {1000 + 3 * n} hPa\n"
+        for n, d in enumerate(days * 2)
+    )
+    hit = _only_hit(head + readings + loop)
+    assert hit.prune_offset == len(head + readings) + len(loop) // 6, hit  # the readings stay

@@ -346,3 +346,29 @@ def test_a_real_loop_inside_a_fence_is_still_caught():
     bare_copies = (bare.fired_at - bare.loop_start) / len(pair)
     assert 3.5 <= bare_copies < 4 + 128 / len(pair) + 0.5  # judged at the next checkpoint
     assert fenced_copies >= 11.5
+
+
+def _log_then_stuck(fenced: bool) -> tuple[str, int]:
+    """A training log whose three numbers move on every line, then one line said again and
+    again (a model that got stuck); and where the stuck lines begin."""
+    rng = random.Random(1)
+    lines = [
+        f"epoch {step} loss {rng.uniform(0.5, 2.5):.4f} acc {rng.uniform(0.5, 0.99):.3f}"
+        for step in range(1, 40)
+    ]
+    log = ("```\n" if fenced else "Training output:\n") + "\n".join(lines) + "\n"
+    return log + "epoch 40 loss 0.5112 acc 0.941\n" * 30, len(log)
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+@pytest.mark.parametrize("channel", ["text", "reasoning"])
+def test_a_cycle_after_lines_whose_numbers_moved_on_begins_where_copies_became_the_same(
+    fenced, channel
+):
+    # once numbers are folded every log line reads like the stuck one, but a cycle is copies
+    # said as they were: the log's lines are no part of it, and stay
+    text, stuck = _log_then_stuck(fenced)
+    hits = scan_text(text, channel)
+    assert hits and hits[0].rule == "cycle"
+    assert hits[0].loop_start >= stuck
+    assert hits[0].prune_offset == stuck + len("epoch 40 loss 0.5112 acc 0.941\n")

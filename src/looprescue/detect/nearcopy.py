@@ -15,7 +15,10 @@ other; or, in prose, a word or two apart. A line may also hold the loop's senten
 segment that is none of these stops the walk; nothing chains (a segment is compared with the
 loop, never with another walked-over segment), so the walk cannot drift into text that merely
 resembles what came before it. In code (fenced, or lines that read as code) only exact copies
-count: lines that differ in one identifier are what code is made of.
+count: lines that differ in one identifier are what code is made of. Before a ``cycle`` numbers
+count too: its copies are the same text, numbers and all, so lines that are the same but for
+their numbers (a log, table rows) are data that moved on until the model got stuck, not copies.
+(A ``counter``'s copies differ in their numbers: they are folded for it.)
 
 A short unit run on inside one sentence has no segments to compare with: the walk is over
 copies of the unit instead, or over a run of another short unit that ends where it begins.
@@ -27,7 +30,8 @@ then the three again, then one clause on and on). This compares with the text, n
 it is held tighter: prose only, at least six tokens (a restated heading goes with the walk but
 does not move the onset by itself), near-copies only of sixteen tokens or more (list lines a word
 apart are how a list is written), and a segment said for the first time stops the walk, so the
-answer's first pass stays.
+answer's first pass stays. Before a cycle, a segment said before with one number moved on still
+restates it (``Day 8`` after ``Day 5``); with more, it says something new (new measurements).
 
 When the walk passed only exact copies, the earliest is the loop's first copy and is kept, as a
 periodic loop's first copy always is; after near-copies nothing of the loop is kept. The walk is
@@ -95,6 +99,10 @@ RESTATED_MIN_TOKENS: Final = 6
 # (``- Monday: Run``, ``- Tuesday: Run``) are how a list is written, not a restatement.
 RESTATED_NEAR_MIN_TOKENS: Final = 16
 ONE_EDIT_MIN_TOKENS: Final = 6
+# A segment said before with this many of its numbers changed still restates it (a counted
+# line: ``Day 8`` after ``Day 5``); one with more changed says something new (measurements).
+MOVED_NUMBERS: Final = 1
+_DIGITS: Final = re.compile(r"[0-9]+")
 TWO_EDITS_MIN_TOKENS: Final = 10
 
 
@@ -114,7 +122,11 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
     in_loop = _segments(split, loop_text, LOOP_SEGMENTS + 1)
     if in_loop and (len(in_loop) > LOOP_SEGMENTS or not _complete(in_loop[-1], by_lines)):
         in_loop.pop()  # a segment cut off where the rule fired says less than it will
-    loop = [t for t in map(_tokens, in_loop) if t]
+    # A cycle's copies are the same text, numbers and all: a segment before it that differs
+    # in its numbers is data that moved on until the model got stuck (log lines, table rows),
+    # no copy. A counter's copies differ in their numbers, so numbers are folded for it.
+    numbers = hit.rule == "cycle"
+    loop = [t for t in (_tokens(s, numbers) for s in in_loop) if t]
     if not loop:
         # one run-on segment (a short unit repeated inside a sentence that never ends): the
         # segments before it have nothing to be compared with, but the unit's copies do, and
@@ -149,7 +161,7 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
             offset -= len(segment)
             if walked >= MAX_WALK or offset < floor:
                 break
-            tokens = _tokens(segment)
+            tokens = _tokens(segment, numbers)
             if not tokens:
                 continue  # a blank line goes with whatever is around it
             prose = not fenced(offset) and not _CODE.search(segment)
@@ -160,7 +172,10 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
             if whole and prose and _near_any(tokens, loop):
                 onset, first_copy, copies_only = offset, len(segment), False
                 continue
-            if whole and prose and said.before(offset - floor, tokens):
+            restated = said.before(
+                offset - floor, _tokens(segment) if numbers else tokens, segment if numbers else ""
+            )
+            if whole and prose and restated:
                 # it restates what the answer said earlier: a restated segment of some length
                 # leads into the loop, a short one (a heading said again) only goes with it
                 if len(tokens) >= RESTATED_MIN_TOKENS:
@@ -169,7 +184,9 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
             if not (by_lines and prose):
                 break
             # the line may hold the loop's sentences, or end in them
-            tail, exact_tail, first = _trailing_near(segment, _loop_sentences(in_loop, sentences))
+            tail, exact_tail, first = _trailing_near(
+                segment, _loop_sentences(in_loop, sentences, numbers), numbers
+            )
             if tail < len(segment):
                 onset, first_copy = offset + tail, first
                 copies_only = copies_only and exact_tail
@@ -196,16 +213,28 @@ class _Said:
     def __init__(self, split: re.Pattern[str], text: str) -> None:
         self._split, self._text = split, text
         self._first: dict[tuple[str, ...], int] | None = None
+        # the parts said, by their tokens (numbers folded), where and as they were said
+        self._said: dict[tuple[str, ...], list[tuple[int, str]]] = {}
         self._by_length: dict[int, list[tuple[int, list[str]]]] = {}
 
-    def before(self, offset: int, tokens: list[str]) -> bool:
-        """Whether a segment of ``tokens`` was said before ``offset`` (of the text)."""
+    def before(self, offset: int, tokens: list[str], raw: str) -> bool:
+        """Whether a segment of ``tokens`` was said before ``offset`` (of the text); given its
+        ``raw`` text, said with at most ``MOVED_NUMBERS`` of its numbers otherwise (a counted
+        line, ``Day 8`` after ``Day 5``, restates it; a log line with new measurements does
+        not)."""
         if self._first is None:
             self._index()
         assert self._first is not None
-        first = self._first.get(tuple(tokens))
+        key = tuple(tokens)
+        first = self._first.get(key)
         if first is not None and first < offset:
-            return True
+            if not raw:
+                return True
+            for at, part in self._said[key]:
+                if at >= offset:
+                    break
+                if _numbers_apart(raw, part) <= MOVED_NUMBERS:
+                    return True
         if len(tokens) < RESTATED_NEAR_MIN_TOKENS:
             return False
         for length in range(len(tokens) - 2, len(tokens) + 3):
@@ -227,9 +256,15 @@ class _Said:
                 tokens = _tokens(part)
                 if tokens:
                     first.setdefault(tuple(tokens), at)
+                    self._said.setdefault(tuple(tokens), []).append((at, part))
                     self._by_length.setdefault(len(tokens), []).append((at, tokens))
             at += len(segment)
         self._first = first
+
+
+def _numbers_apart(a: str, b: str) -> int:
+    """How many numbers differ between two texts whose tokens agree once numbers are folded."""
+    return sum(x != y for x, y in zip(_DIGITS.findall(a), _DIGITS.findall(b), strict=False))
 
 
 def _moved_back(hit: Hit, onset: int, prune: int) -> Hit:
@@ -338,8 +373,9 @@ def _ends_segment(text: str, by_lines: bool) -> bool:
     return tail[-1] in "\n。！？" or (tail[-1] in ".!?" and len(tail) < len(text))
 
 
-def _tokens(segment: str) -> list[str]:
-    tokens = _TOKEN.findall(fold(segment).casefold())
+def _tokens(segment: str, numbers: bool = False) -> list[str]:
+    """The segment's words, numbers and marks; numbers folded to one unless ``numbers``."""
+    tokens = _TOKEN.findall((segment if numbers else fold(segment)).casefold())
     while tokens and tokens[-1] in _END_MARKS:
         tokens.pop()
     return tokens
@@ -349,26 +385,26 @@ def _near_any(tokens: list[str], loop: list[list[str]]) -> bool:
     return any(_near(tokens, t) for t in loop)
 
 
-def _loop_sentences(in_loop: list[str], found: list[list[str]]) -> list[list[str]]:
+def _loop_sentences(in_loop: list[str], found: list[list[str]], numbers: bool) -> list[list[str]]:
     """The loop's segments as tokenised sentences, worked out on first use into ``found``. (A
     helper, not a closure: compiled, a closure and its frame would hold each other.)"""
     if not found:
         for segment in in_loop:
             for sentence in _segments(_SENTENCE, segment):
-                tokens = _tokens(sentence)
+                tokens = _tokens(sentence, numbers)
                 if tokens:
                     found.append(tokens)
     return found
 
 
-def _trailing_near(line: str, sentences: list[list[str]]) -> tuple[int, bool, int]:
+def _trailing_near(line: str, sentences: list[list[str]], numbers: bool) -> tuple[int, bool, int]:
     """Where the run of the loop's sentences that ``line`` ends in begins (``len(line)`` when
     its last sentence is none of them), whether they are all exact copies, and the length of
     the first."""
     known = {tuple(t) for t in sentences}
     start, exact, first = len(line), True, 0
     for part in reversed(_segments(_SENTENCE, line)):
-        tokens = _tokens(part)
+        tokens = _tokens(part, numbers)
         if tokens and not _near_any(tokens, sentences):
             break
         start -= len(part)

@@ -21,7 +21,10 @@ needs 1.5 times. Copies whose numbers differ are the ``counter`` rule's.
 
 Where it cuts: after one copy of the unit, from where the repetition really starts (the run
 followed back as far as it holds, reduced to its primitive period, moved to a line, item,
-sentence or clause start inside the first copy: ``copies.natural_start``). A rotation of a
+sentence or clause start inside the first copy: ``copies.natural_start``). A run whose copies
+have numbers is followed back only as far as they are the same raw text (``PeriodicRule.
+_same_from``): log lines or table rows whose numbers moved on until the model got stuck on one
+stay. A rotation of a
 handful of very short phrases (``Now. OK. Emit.``) keeps none of it (``phrase_batch``): the
 pool would cut it where its batch began, and the watermark held it from there.
 """

@@ -247,11 +247,24 @@ class PeriodicRule(Rule):
         return best
 
     def _judge(self, win: TextWindow, run: Run, end: int, cp: int, fences: Segmenter) -> Hit | None:
-        cfg = self._cfg
-        unit = run.unit
-        if unit < cfg.cycleMinPeriod:
+        if run.unit < self._cfg.cycleMinPeriod:
             return None
-        first = run.start - run.lag  # where the periodic stretch begins
+        # where the periodic stretch begins
+        return self._judge_stretch(win, run.start - run.lag, run.unit, end, cp, fences, False)
+
+    def _judge_stretch(
+        self,
+        win: TextWindow,
+        first: int,
+        unit: int,
+        end: int,
+        cp: int,
+        fences: Segmenter,
+        exact: bool,
+    ) -> Hit | None:
+        """Judge the stretch from folded offset ``first`` to ``end``, periodic with ``unit``;
+        ``exact``: its raw copies are known to be the same, numbers and all."""
+        cfg = self._cfg
         # The kept copy starts inside the first one, so there are at most this many copies:
         # fewer than any rule needs is nothing yet (most runs are judged at two copies).
         if end - first < (self._least_copies_one if unit == 1 else self._least_copies) * unit:
@@ -287,9 +300,16 @@ class PeriodicRule(Rule):
             spans = copy_spans(win, latest, unit, min(int(copies), 6))
             changes = number_changes(self._copy_numbers, win, spans)
         if changes == 0:
-            if ready:
-                return self._hit(win, "cycle", first, onset, unit, end, cp, text, in_fence)
-            return None
+            if not ready:
+                return None
+            if facts.has_digit and not exact:
+                # A cycle is copies said again as they were: a log or a table whose numbers
+                # moved on until the model got stuck on one line loops from where its copies
+                # became the same, and the lines before that are no part of it.
+                same = self._same_from(win, first, latest, unit, end)
+                if same > first:
+                    return self._judge_stretch(win, same, unit, end, cp, fences, True)
+            return self._hit(win, "cycle", first, onset, unit, end, cp, text, in_fence)
         if (
             counter_ready
             and shape is not None
@@ -333,6 +353,19 @@ class PeriodicRule(Rule):
         if earliest == hit.loop_start:
             return hit
         return replace(hit, loop_start=earliest, prune_offset=earliest)
+
+    def _same_from(self, win: TextWindow, first: int, latest: int, unit: int, end: int) -> int:
+        """Folded offset where the raw text up to ``end`` began repeating the latest copy (at
+        ``latest``) exactly: the stretch from ``first`` is periodic once numbers are folded,
+        and its last copies are the same raw text (a constant raw lag)."""
+        base = win.base
+        lag = win.raw_of(latest + unit) - win.raw_of(latest)
+        stop = win.raw_of(end) - base
+        floor = max(0, win.raw_of(first) - base)
+        if lag <= 0 or stop - lag <= floor:
+            return first
+        length = run_length(win.raw, stop, lag, 0, floor)
+        return max(first, win.folded_of(base + stop - length - lag))
 
     def _hit(
         self,
