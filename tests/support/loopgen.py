@@ -549,6 +549,29 @@ def table_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+def _data_row(rng: random.Random, kind: str, lang: str, i: int) -> str:
+    if kind == "log":
+        loss, lr = rng.uniform(0.2, 2.5), rng.uniform(1e-4, 1e-3)
+        if lang == "zh":
+            return f"第{i * 50}步 损失 {loss:.4f} 学习率 {lr:.6f}\n"
+        return f"step {i * 50} loss {loss:.4f} lr {lr:.6f}\n"
+    if kind == "table":
+        return f"| {i} | {rng.randint(100, 999)} | {rng.uniform(0, 1):.2f} |\n"
+    return f"{i},{rng.randint(1000, 9999)},{rng.uniform(0, 100):.1f}\n"
+
+
+def stuck_row(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Data whose numbers move on row by row (a training log, a table, CSV), until the model
+    writes one row again and again: the rows before it are data, no part of the loop."""
+    kind = rng.choice(("log", "table", "csv"))
+    header = {"log": "", "table": "| # | count | share |\n|---|---|---|\n", "csv": "id,n,pct\n"}
+    n = rng.randint(8, 30)
+    rows = "".join(_data_row(rng, kind, lang, i) for i in range(1, n))
+    row = _data_row(rng, kind, lang, n)
+    head = preamble(rng, lang, channel) + header[kind] + rows
+    return _loop_case("stuck_row", rng, lang, channel, row * 40, len(row), width(row), pre=head)
+
+
 def overrun(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A list that counts on far past the count the user asked for (in words or digits)."""
     n = rng.choice((10, 12, 20))
@@ -648,6 +671,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "word_repeat": word_repeat,
     "code_lines": code_lines,
     "table_rows": table_rows,
+    "stuck_row": stuck_row,
     "overrun": overrun,
     "counted": counted,
     "marker_lines": marker_lines,

@@ -454,8 +454,8 @@ _A_DIGIT: Final = re.compile(r"[0-9]")
 
 def with_renumbered_heading(win: TextWindow, hit: Hit) -> Hit:
     """``hit`` with its cut moved back over the lines right before it that a later copy of the
-    loop holds with other numbers (``### Step 3`` before a block first said under ``### Step
-    2``): a block said again under a new heading begins at the heading. A pool cut where its
+    loop holds with one number moved on (``### Step 3`` before a block first said under ``###
+    Step 2``): a block said again under a new heading begins at the heading. A pool cut where its
     repeats began keeps the heading of the copy it cuts otherwise. Lines said the same (the
     first copy's own) stop the walk, as does any other line."""
     cut = hit.prune_offset
@@ -465,7 +465,10 @@ def with_renumbered_heading(win: TextWindow, hit: Hit) -> Hit:
         return hit  # the cut is inside a line
     loop_lines = [line.strip() for line in win.slice(cut, hit.fired_at).split("\n")]
     said = {line for line in loop_lines if line}
-    renumbered = {mask_digits(line) for line in said if _A_DIGIT.search(line)}
+    renumbered: dict[str, list[str]] = {}
+    for line in said:
+        if _A_DIGIT.search(line):
+            renumbered.setdefault(mask_digits(line), []).append(line)
     onset = cut
     pos = len(before) - 1  # the newline that ends the line before the cut
     for line in reversed(before[:-1].split("\n")):
@@ -474,7 +477,12 @@ def with_renumbered_heading(win: TextWindow, hit: Hit) -> Hit:
         text = line.strip()
         if not text:
             continue
-        if text in said or mask_digits(text) not in renumbered:
+        if text in said:
+            break
+        # renumbered: the loop holds it with one number moved on (``### Step 3``); a line
+        # with more moved on is a row of data the loop's own row happens to look like
+        like = renumbered.get(mask_digits(text), ())
+        if not any(_numbers_apart(text, other) <= MOVED_NUMBERS for other in like):
             break
         onset = lo + start + len(line) - len(line.lstrip())
     if onset == cut:
