@@ -65,15 +65,6 @@ MUTATIONS = {
         ("asked_list", range(8), "zh", ("none",), "text"),
         False,
     ),
-    # a young pool batch is one to three phrases: widened, a block of sentences is cut as a
-    # pool mid-copy instead of by a cycle after one copy
-    "young batch guard": (
-        "rules/pool.py",
-        "YOUNG_BATCH_PHRASES: Final = 3",
-        "YOUNG_BATCH_PHRASES: Final = 12",
-        ("paragraph_blocks", (1966855, 1, 2), "zh", ("random",), "reasoning"),
-        False,
-    ),
     # a counted template's copies must be equal but for the counter: widened, a long list of
     # new items is cut as one
     "counted template guard": (

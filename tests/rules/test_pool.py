@@ -343,3 +343,43 @@ def test_a_heading_said_in_every_section_is_not_held_through_the_lists_under_it(
     marks = _watermarks(text)
     last = text.rindex("Questions:")
     assert marks[-1] > last
+
+
+def test_a_batch_of_more_than_three_phrases_waits_for_the_window():
+    # A young batch is judged alone only when it is a handful (YOUNG_BATCH_PHRASES, the guard
+    # this test holds: widened, the first text is cut): a marker line and its variants. Four
+    # phrases said five times each are left to the window of poolWindow sentences, which this
+    # text does not fill: no hit yet.
+    phrases = ["Check the lock now.", "Read the header now.", "Write the frame now.", "Close it."]
+    rng = random.Random(4)
+    batch = [p for p in phrases for _ in range(5)]
+    rng.shuffle(batch)
+    text = "Here is what the tool does, step by step, as the user asked.\n\n" + " ".join(batch)
+    assert scan_text(text, "reasoning") == []
+    # three of them said as often are a young batch, cut where it began
+    three = [p for p in phrases[:3] for _ in range(6)]
+    rng.shuffle(three)
+    text = "Here is what the tool does, step by step, as the user asked.\n\n" + " ".join(three)
+    hits = scan_text(text, "reasoning")
+    assert hits and hits[0].rule == "pool"
+
+
+def test_a_chinese_clause_is_no_phrase_the_watermark_holds():
+    # HOLD_CHARS is a width: a Chinese sentence of a dozen chars (24 wide) is a clause, no
+    # 好。 or 输出。, and a paragraph of them is not held as a run that could become a pool
+    sentences = [
+        "索引需要先检查排好序的编号。",
+        "写入器比较默认的超时时间。",
+        "缓存层转换每一个空行的数据。",
+        "请求处理器合并环境变量的覆盖。",
+        "日志模块记录每次调用的结果。",
+        "测试用例重新构建排好序的编号。",
+        "批处理任务比较带行号的错误。",
+        "调度器负责返回最大的分桶数据。",
+    ]
+    text = "下面是这个模块的说明，按用户要求的顺序。\n\n" + "".join(sentences)
+    marks = _watermarks(text, "reasoning")
+    assert len(text) - marks[-1] <= len(sentences[-1])
+    # the short phrases of a pool are held as they come
+    pool = "下面是这个模块的说明，按用户要求的顺序。\n\n好。继续。输出。现在写。"
+    assert _watermarks(pool, "reasoning")[-1] <= pool.index("好")

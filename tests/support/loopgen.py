@@ -392,6 +392,24 @@ def sentence_cycle(rng: random.Random, lang: str, sep: str, channel: str) -> Cas
     return _loop_case("sentence_cycle", rng, lang, channel, unit * copies, len(unit), width(unit))
 
 
+_CHECKLIST = {
+    "zh": ["检查锁。", "读取头部。", "写入帧。", "关闭文件。", "再核对一遍。"],
+    "en": ["Check the lock.", "Read the header.", "Write the frame.", "Close the file.", "Go on."],
+}
+
+
+def short_block(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A sentence and four to five very short ones after it (a checklist), said again and
+    again: a cycle, its first copy kept, though most of it is phrases a pool is made of."""
+    base = "zh" if lang == "zh" or (lang == "mixed" and rng.random() < 0.5) else "en"
+    lead = _sentence(rng, lang, 1)
+    shorts = rng.sample(_CHECKLIST[base], rng.randint(4, 5))
+    after = _joiner(rng, "space" if sep == "random" else sep, lang)
+    unit = "".join(s + after(s) for s in [lead, *shorts])
+    copies = max(6, 1 + 1500 // width(unit))
+    return _loop_case("short_block", rng, lang, channel, unit * copies, len(unit), width(unit))
+
+
 def paragraph_blocks(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A block of one to twelve paragraphs (up to 4,000 chars) written again and again."""
     n = rng.randint(1, 12)
@@ -664,6 +682,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "rotation": rotation,
     "sentence_cycle": sentence_cycle,
     "paragraph_blocks": paragraph_blocks,
+    "short_block": short_block,
     "alternating": alternating,
     "numbered_item": numbered_item,
     "step_blocks": step_blocks,
@@ -813,6 +832,29 @@ def poem(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("poem", rng, lang, channel, "\n\n".join(verses) + "\n")
 
 
+_CHORUS = {
+    "zh": ["摇啊摇。", "顺着河流走。", "我们一起唱。", "月亮升起来。", "别放手。", "一直到天亮。"],
+    "en": [
+        "Row your boat.",
+        "Down the stream.",
+        "Merrily we go.",
+        "Life is a dream.",
+        "Sing it again.",
+        "Hold on tight.",
+    ],
+}
+
+
+def chorus(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A song whose chorus of four to six very short lines follows each of its two verses,
+    and is sung once more at the end: a refrain, said three times in all."""
+    base = "zh" if lang == "zh" else "en"
+    lines = _CHORUS[base][: rng.randint(4, 6)]
+    sung = "\n".join(lines) + "\n\n"
+    verses = ["\n".join(_sentence(rng, base) for _ in range(2)) + "\n\n" for _ in range(2)]
+    return _healthy("chorus", rng, lang, channel, verses[0] + sung + verses[1] + sung + sung)
+
+
 def sql_poems(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """SQL seed rows whose string values hold poems with refrains."""
     base = "zh" if lang == "zh" else "en"
@@ -858,6 +900,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "similar_code": similar_code,
     "log": log,
     "poem": poem,
+    "chorus": chorus,
     "sql_poems": sql_poems,
     "json_rows": json_rows,
     "csv_rows": csv_rows,

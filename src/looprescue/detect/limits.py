@@ -27,9 +27,9 @@ REPEAT_WITHIN: Final = 8
 # firing coverage, as a batch's first appearances include variants that never come back.
 ONSET_COVERAGE: Final = 0.5
 
-# Phrases of at most this many chars (``Go.``, ``Let me write.``, ``输出。``) are what a pool's
-# batch is made of, and only a run of them is held back while a pool may form; a periodic loop
-# of such phrases is cut where the batch began, as the pool would cut it.
+# Phrases at most this wide (``Go.``, ``Let me write.``, ``输出。``; a CJK char counted as two)
+# are what a pool's batch is made of, and only a run of them is held back while a pool may form;
+# a periodic loop of such phrases is cut where the batch began, as the pool would cut it.
 HOLD_CHARS: Final = 20
 
 # Windows of sentences a pool's run keeps past its start: a pool is confirmed within a window or

@@ -37,6 +37,7 @@ from typing import Final
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.limits import HOLD_CHARS, pool_horizon
+from looprescue.detect.shape import text_width
 from looprescue.detect.text import LineKind, classify_line, normalize_phrase
 
 # A sentence (or the rest of the text after the last sentence end), as the segmenter cuts them.
@@ -80,7 +81,7 @@ def phrase_batch(cfg: DetectorConfig, structural: bool, unit: str, copies: float
     phrases = set()
     for sentence in sentences:
         phrase = normalize_phrase(sentence)
-        if not phrase or len(phrase) > HOLD_CHARS:
+        if not phrase or text_width(phrase) > HOLD_CHARS:
             return False  # only a run of very short phrases is held back as it comes
         phrases.add(phrase)
     return len(phrases) <= cfg.poolMaxPhrases

@@ -13,11 +13,15 @@ short phrase, and a pool of Chinese phrases fires after as much text as an Engli
 
 Prune point: where the batch of phrases first appeared (``UnitRun.onset``), so no phrase of the
 pool is kept. That needs holding the batch back as it comes, which is done for very short phrases
-(``HOLD_CHARS``) only: a pool made of longer phrases alone ("I will check the config file.")
-is cut at the start of the current streak of repeats instead, keeping each phrase's first
-appearance, as a cycle keeps its first copy. A new long sentence ends a pool: the onset is never
-before it, and that is what lets the watermark release text as soon as a long sentence arrives
-(a sentence too long to keep, past ``4 * poolMaxPhraseChars + 64`` chars, counts as a new one).
+(``HOLD_CHARS`` wide: ``输出。``, ``Let me write.``; a Chinese clause of a dozen chars is no such
+phrase) only: a pool made of longer phrases alone ("I will check the config file.") is cut at
+the start of the current streak of repeats instead, keeping each phrase's first appearance, as a
+cycle keeps its first copy. When the batch began right after a sentence too wide to be held that
+the loop says again (a block of a clause and short phrases), the cut moves to that sentence.
+
+A new long sentence ends a pool: the onset is never before it, and that is what lets the
+watermark release text as soon as a long sentence arrives (a sentence too long to keep, past
+``4 * poolMaxPhraseChars + 64`` chars, counts as a new one).
 In the visible text a new structure line (list item, table row, quote, line of code) is no unit
 but comes between units: no member, no repeat, and when longer than any phrase it ends a run in
 which nothing came twice, as a long sentence does. While a run in which no phrase came twice
@@ -99,7 +103,12 @@ class PoolRule(Rule):
         self._min_chars: int = cfg.poolMinChars
         self._max_chars: int = cfg.poolMaxPhraseChars
         # (phrase or None for a long sentence, start offset)
-        self._window: deque[tuple[str | None, int]] = deque()
+        # (phrase or None for a long sentence, start offset, the sentence as written)
+        self._window: deque[tuple[str | None, int, str]] = deque()
+        # the same for the units a run's onset can be among, and the one before it
+        self._recent: deque[tuple[str | None, int, str]] = deque(
+            maxlen=pool_horizon(cfg) + cfg.poolWindow
+        )
         self._counts: dict[str, int] = {}
         self._covered = 0  # window sentences whose phrase occurs >= 2 times in the window
         self._pool_size = 0  # distinct phrases occurring >= 2 times
@@ -206,8 +215,9 @@ class PoolRule(Rule):
             key = phrase
             if self._after_barrier < 0:
                 self._after_barrier = start
-            # only a very short phrase can open (or carry) a held run: see HOLD_CHARS
-            self._run.add(key if len(key) <= HOLD_CHARS else None, start)
+            # only a very short phrase can open (or carry) a held run: see HOLD_CHARS (a width:
+            # a Chinese sentence of 15 chars is a clause, no 好。 or 输出。)
+            self._run.add(key if phrase_width <= HOLD_CHARS else None, start)
             seen = self._counts.get(key, 0)
             self._repeats.add(seen > 0, start)
             self._counts[key] = seen + 1
@@ -219,7 +229,8 @@ class PoolRule(Rule):
         else:
             return None  # punctuation only: not a unit
         window = self._window
-        window.append((key, start))
+        window.append((key, start, sentence))
+        self._recent.append((key, start, sentence))
         if len(window) > self._window_size:
             old = window.popleft()[0]
             if old is not None:
@@ -249,10 +260,11 @@ class PoolRule(Rule):
             streak = self._repeats.start
             # a pool of longer phrases is cut at its repeats; so is a pool of phrases of both
             # kinds whose repeats began before the short ones made up a batch
-            if onset is None or (streak is not None and streak < onset):
+            batch = not (onset is None or (streak is not None and streak < onset))
+            if not batch:
                 onset = streak
             if onset is not None and self._wide(onset, end) >= self._min_chars:
-                return self._hit(onset, end, members)
+                return self._hit(onset, end, members, batch)
         elif key is not None:
             return self._young_batch(end)
         return None
@@ -261,27 +273,56 @@ class PoolRule(Rule):
         """A batch that fills ``poolMinChars`` before the window is mostly its own: a marker
         line said again and again with its punctuation changing (``**Final answer**.``,
         ``**Final answer**!``) is 20-odd chars a copy, and the window would take 23 of them.
+        Judged over the held run, or over the streak of repeats for a marker too wide to be
+        held (``_young_streak``).
         The batch is judged alone, from its start, as the window would be: at least
         ``YOUNG_BATCH_UNITS`` units, ``poolMinCoverage`` of them recurring, a handful of
         phrases (``YOUNG_BATCH_PHRASES``) said ``YOUNG_BATCH_COPIES`` times each on average. A
         block of several sentences said again and again is a cycle's to judge, which keeps its
         first copy, and a larger pool fills the window soon enough."""
         held = self._run.hold_from()
-        if held is None or self._wide(held, end) < self._min_chars:
+        if held is not None and self._wide(held, end) >= self._min_chars:
+            covered, units, phrases = self._run.recurring_share()
+            if self._young(covered, units, phrases):
+                members = self._run.recurring()
+                onset = self._run.onset(members)
+                if onset is not None and self._wide(onset, end) >= self._min_chars:
+                    return self._hit(onset, end, members, True)
+        return self._young_streak(end)
+
+    def _young(self, covered: int, units: int, phrases: int) -> bool:
+        return (
+            units >= YOUNG_BATCH_UNITS
+            and covered >= self._coverage * units
+            and covered >= YOUNG_BATCH_COPIES * phrases
+            and self._min_distinct <= phrases <= min(self._max_phrases, YOUNG_BATCH_PHRASES)
+        )
+
+    def _young_streak(self, end: int) -> Hit | None:
+        """The same judgement over the streak of repeats, for phrases too wide to be held as
+        they come (``**Final answer 最终答案**``, 21 wide) whose copies are not written the
+        same (a cycle follows copies that are, and finds the near-copies that led into them):
+        cut where the repeats began, so each phrase's first appearance stays, as a pool of
+        longer phrases is cut."""
+        streak = self._repeats.start
+        if streak is None or self._wide(streak, end) < self._min_chars:
             return None
-        covered, units, phrases = self._run.recurring_share()
-        if (
-            units < YOUNG_BATCH_UNITS
-            or covered < self._coverage * units
-            or covered < YOUNG_BATCH_COPIES * phrases
-            or not self._min_distinct <= phrases <= min(self._max_phrases, YOUNG_BATCH_PHRASES)
-        ):
+        counts = self._counts
+        covered = units = 0
+        members: set[str] = set()
+        written: dict[str, str] = {}  # a member phrase, as one copy wrote it
+        varied = False
+        for key, start, sentence in reversed(self._window):
+            if start < streak:
+                break
+            units += 1
+            if key is not None and counts[key] >= 2:
+                covered += 1
+                members.add(key)
+                varied = varied or written.setdefault(key, sentence) != sentence
+        if not varied or not self._young(covered, units, len(members)):
             return None
-        members = self._run.recurring()
-        onset = self._run.onset(members)
-        if onset is not None and self._wide(onset, end) >= self._min_chars:
-            return self._hit(onset, end, members)
-        return None
+        return self._hit(streak, end, members, False)
 
     def batch_onset(self) -> int | None:
         """Where the batch of short phrases the text now ends in first appeared (None when
@@ -311,7 +352,9 @@ class PoolRule(Rule):
         at = bisect_left(ordered, head)
         return at < len(ordered) and ordered[at].startswith(head)
 
-    def _hit(self, onset: int, end: int, members: set[str]) -> Hit:
+    def _hit(self, onset: int, end: int, members: set[str], batch: bool) -> Hit:
+        """The hit cut at ``onset``: where the ``batch`` of held phrases began, or where the
+        streak of repeats did (each phrase's first appearance kept)."""
         pool = sorted(members, key=lambda p: (-self._counts[p], p))
         lead_in = 0
         if self._barrier_said and onset == self._after_barrier and self._barrier is not None:
@@ -320,6 +363,10 @@ class PoolRule(Rule):
             # ended the run when it was new, so the watermark may have shown it: a lead-in.
             lead_in = onset - self._barrier[0]
             onset = self._barrier[0]
+        elif batch:
+            opener = self._wide_opener(onset)
+            if opener is not None:
+                lead_in, onset = onset - opener, opener
         return Hit(
             rule="pool",
             channel=self._channel,
@@ -331,6 +378,23 @@ class PoolRule(Rule):
             evidence=excerpt(" / ".join(pool[:8])),
             lead_in=lead_in,
         )
+
+    def _wide_opener(self, onset: int) -> int | None:
+        """Where the sentence right before ``onset`` begins, when it is too wide to be held as
+        a phrase, too short to end the run, and the loop says it again: it opened the loop (a
+        block of a clause-long sentence and short phrases, said again and again), as a long
+        sentence said again does. Not held as it came, so a lead-in."""
+        before: tuple[str | None, int, str] | None = None
+        for unit in self._recent:
+            if unit[1] >= onset:
+                break
+            before = unit
+        if before is None or (before[0] is not None and text_width(before[0]) <= HOLD_CHARS):
+            return None  # none, or a phrase the run would hold
+        text = before[2]
+        if any(start > onset and sentence == text for _, start, sentence in self._recent):
+            return before[1]
+        return None
 
     def settle(self, win: TextWindow, hit: Hit, rules: list[Rule]) -> Hit:
         """A block said again under a new heading began at the heading."""
@@ -363,12 +427,12 @@ class PoolRule(Rule):
         if len(tail) > 4 * self._max_chars + 64:
             self._free_tail = tail_start
             return end
-        if len(tail.strip().casefold()) <= HOLD_CHARS:
-            # its phrase is no longer than this (normalising only drops and folds chars)
+        if text_width(tail.strip().casefold()) <= HOLD_CHARS:
+            # its phrase is no wider than this (normalising only drops and folds chars)
             return tail_start + (len(tail) - len(tail.lstrip()))
         head = normalize_phrase(tail)
         if (
-            len(head) <= HOLD_CHARS
+            text_width(head) <= HOLD_CHARS
             or self._prefix_of_a_phrase(head)
             or self._may_say_long_again(head)
         ):
