@@ -383,3 +383,21 @@ def test_a_chinese_clause_is_no_phrase_the_watermark_holds():
     # the short phrases of a pool are held as they come
     pool = "下面是这个模块的说明，按用户要求的顺序。\n\n好。继续。输出。现在写。"
     assert _watermarks(pool, "reasoning")[-1] <= pool.index("好")
+
+
+def test_a_list_item_too_long_to_read_again_still_ends_the_run():
+    # A list item past LONG_UNIT chars is clipped when it ends; its kind, read when its first
+    # sentence ended, still makes it the structure line it is, so the run before it ends, as
+    # the watermark promised while it was written (the phrase above it went out then).
+    from looprescue.detect.limits import LONG_UNIT
+
+    head = "Here is the plan for the answer, in the order the user asked for it.\n\nOK.\n"
+    prose = loopgen.preamble(random.Random(5), "en", "text", chars=LONG_UNIT + 200)
+    item = "- The first step. " + " ".join(prose.split())
+    assert len(item) > LONG_UNIT
+    text = head + item + "\n" + _reshuffled_lines("", count=120, seed=3)
+    marks = _watermarks(text)
+    hits = scan_text(text, "text")
+    assert hits and hits[0].rule == "pool"
+    assert hits[0].prune_offset >= len(head + item)
+    assert max(marks) <= hits[0].prune_offset + hits[0].lead_in

@@ -102,7 +102,6 @@ class PoolRule(Rule):
         self._min_distinct: int = cfg.poolMinDistinct
         self._min_chars: int = cfg.poolMinChars
         self._max_chars: int = cfg.poolMaxPhraseChars
-        # (phrase or None for a long sentence, start offset)
         # (phrase or None for a long sentence, start offset, the sentence as written)
         self._window: deque[tuple[str | None, int, str]] = deque()
         # the same for the units a run's onset can be among, and the one before it
@@ -273,13 +272,12 @@ class PoolRule(Rule):
         """A batch that fills ``poolMinChars`` before the window is mostly its own: a marker
         line said again and again with its punctuation changing (``**Final answer**.``,
         ``**Final answer**!``) is 20-odd chars a copy, and the window would take 23 of them.
-        Judged over the held run, or over the streak of repeats for a marker too wide to be
-        held (``_young_streak``).
         The batch is judged alone, from its start, as the window would be: at least
         ``YOUNG_BATCH_UNITS`` units, ``poolMinCoverage`` of them recurring, a handful of
         phrases (``YOUNG_BATCH_PHRASES``) said ``YOUNG_BATCH_COPIES`` times each on average. A
         block of several sentences said again and again is a cycle's to judge, which keeps its
-        first copy, and a larger pool fills the window soon enough."""
+        first copy, and a larger pool fills the window soon enough. Judged over the held run,
+        else over the streak of repeats for a marker too wide to be held (``_young_streak``)."""
         held = self._run.hold_from()
         if held is not None and self._wide(held, end) >= self._min_chars:
             covered, units, phrases = self._run.recurring_share()
@@ -291,6 +289,7 @@ class PoolRule(Rule):
         return self._young_streak(end)
 
     def _young(self, covered: int, units: int, phrases: int) -> bool:
+        """Whether units, ``covered`` of them recurring, of ``phrases`` make a young batch."""
         return (
             units >= YOUNG_BATCH_UNITS
             and covered >= self._coverage * units
