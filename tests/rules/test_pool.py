@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from tests.detect_helpers import stream
 from tests.support import loopgen
 
@@ -280,12 +281,20 @@ def test_a_long_sentence_said_again_is_held_from_its_start_while_it_is_written()
         assert all(mark <= second for mark in marks[: (second + len(said) - 3) // 3])
 
 
-def test_a_heading_is_released_while_the_long_sentence_under_it_is_written():
-    # the sentence will be a new long one, a barrier that ends the run, and no phrase of the
-    # run came twice: the heading can no longer open a pool, nor a batch a cycle settles into
+@pytest.mark.parametrize(
+    "under",
+    [
+        "The aim is to score more runs than the other team by kicking the ball far",
+        "- **Teams:** each team has eight to eleven players on the field, and a pitcher",
+    ],
+    ids=["long sentence", "new list item"],
+)
+def test_a_heading_is_released_while_what_is_under_it_is_written(under):
+    # a new sentence or list item longer than any phrase ends the run when it ends (a
+    # barrier), and no phrase of the run came twice: the heading can no longer open a pool,
+    # nor a batch a cycle settles into
     heading = "Here is the plan.\n\n### Objective:\n"
-    sentence = "The aim is to score more runs than the other team by kicking the ball far"
-    marks = _watermarks(heading + sentence)
+    marks = _watermarks(heading + under)
     assert marks[-1] > len(heading)
 
 
@@ -297,15 +306,6 @@ def test_a_run_with_a_phrase_said_twice_stays_held_under_a_long_sentence():
     sentence = "Then the model writes a long sentence that could still turn into the loop"
     marks = _watermarks(start + batch + sentence)
     assert marks[-1] <= len(start)
-
-
-def test_a_heading_is_released_while_a_new_list_item_under_it_is_written():
-    # a new list item longer than any phrase ends the run when it ends, as a long sentence
-    # does: the heading can no longer open a pool
-    heading = "Here is the plan.\n\n### Team setup\n"
-    item = "- **Teams:** each team has eight to eleven players on the field, and a pitcher"
-    marks = _watermarks(heading + item)
-    assert marks[-1] > len(heading)
 
 
 def test_a_long_new_list_item_ends_the_run_of_phrases_before_it():
