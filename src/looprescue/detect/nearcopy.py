@@ -172,10 +172,15 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
             if whole and prose and _near_any(tokens, loop):
                 onset, first_copy, copies_only = offset, len(segment), False
                 continue
-            restated = said.before(
-                offset - floor, _tokens(segment) if numbers else tokens, segment if numbers else ""
-            )
-            if whole and prose and restated:
+            if (
+                whole
+                and prose
+                and said.before(
+                    offset - floor,
+                    _tokens(segment) if numbers else tokens,
+                    segment if numbers else "",
+                )
+            ):
                 # it restates what the answer said earlier: a restated segment of some length
                 # leads into the loop, a short one (a heading said again) only goes with it
                 if len(tokens) >= RESTATED_MIN_TOKENS:
