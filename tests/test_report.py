@@ -264,6 +264,9 @@ def test_the_page_in_headless_chromium(page_file, tmp_path, width):
         page.locator("tr.session-row a.badge.signal").first.click()
         target = page.evaluate("location.hash")
         card = page.locator(f"article{target}")
+        # the page routes on hashchange, an event the click only queues: wait for the card
+        # (a loaded machine showed it a moment after the hash changed)
+        card.wait_for(state="visible", timeout=5_000)
         assert target and card.is_visible()
         table = card.locator("details table.evidence")
         assert not table.is_visible()
