@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import deque
+from itertools import islice
 from typing import Final
 
 from looprescue.config import DetectorConfig
@@ -102,11 +103,11 @@ class PoolRule(Rule):
         self._min_distinct: int = cfg.poolMinDistinct
         self._min_chars: int = cfg.poolMinChars
         self._max_chars: int = cfg.poolMaxPhraseChars
-        # (phrase or None for a long sentence, start offset, the sentence as written)
-        self._window: deque[tuple[str | None, int, str]] = deque()
-        # the same for the units a run's onset can be among, and the one before it
+        # Recent units: (phrase or None for a long sentence, start offset, the sentence as
+        # written). The last poolWindow of them are the window; the rest reach back as far as
+        # a run's onset can, and the unit before it.
         self._recent: deque[tuple[str | None, int, str]] = deque(
-            maxlen=pool_horizon(cfg) + cfg.poolWindow
+            maxlen=pool_horizon(cfg) + cfg.poolWindow + 1
         )
         self._counts: dict[str, int] = {}
         self._covered = 0  # window sentences whose phrase occurs >= 2 times in the window
@@ -227,15 +228,14 @@ class PoolRule(Rule):
                 self._covered += 1
         else:
             return None  # punctuation only: not a unit
-        window = self._window
-        window.append((key, start, sentence))
-        self._recent.append((key, start, sentence))
-        if len(window) > self._window_size:
-            old = window.popleft()[0]
+        recent = self._recent
+        recent.append((key, start, sentence))
+        if len(recent) > self._window_size:
+            old = recent[-self._window_size - 1][0]  # the unit that just left the window
             if old is not None:
                 self._dec(old)
         if (
-            len(window) == self._window_size
+            len(recent) >= self._window_size
             and self._covered >= self._need
             and self._min_distinct <= self._pool_size <= self._max_phrases
         ):
@@ -311,7 +311,7 @@ class PoolRule(Rule):
         members: set[str] = set()
         written: dict[str, str] = {}  # a member phrase, as one copy wrote it
         varied = False
-        for key, start, sentence in reversed(self._window):
+        for key, start, sentence in islice(reversed(self._recent), self._window_size):
             if start < streak:
                 break
             units += 1
@@ -426,12 +426,13 @@ class PoolRule(Rule):
         if len(tail) > 4 * self._max_chars + 64:
             self._free_tail = tail_start
             return end
-        if text_width(tail.strip().casefold()) <= HOLD_CHARS:
+        folded = tail.strip().casefold()
+        if len(folded) <= HOLD_CHARS and text_width(folded) <= HOLD_CHARS:
             # its phrase is no wider than this (normalising only drops and folds chars)
             return tail_start + (len(tail) - len(tail.lstrip()))
         head = normalize_phrase(tail)
         if (
-            text_width(head) <= HOLD_CHARS
+            (len(head) <= HOLD_CHARS and text_width(head) <= HOLD_CHARS)
             or self._prefix_of_a_phrase(head)
             or self._may_say_long_again(head)
         ):
