@@ -196,6 +196,23 @@ def main(argv: Sequence[str] = ()) -> None:
             f"({row.worst}: {row.worst_id})",
             flush=True,
         )
+    # The Chinese blocks alone, with the watermark alone: widths count a CJK char as two, and
+    # the blocks above are mostly English.
+    chinese = [r for r in healthy if _mostly_chinese(r.text)]
+    row = measure((None, None), chinese, [])
+    d, h = row.delays, row.held
+    print(
+        f"  Chinese blocks ({len(chinese)}, {sum(len(r.text) for r in chinese)} chars), no bound:"
+        f" delay {percentile(d, 0.5):.0f} / {percentile(d, 0.9):.0f} / "
+        f"{percentile(d, 0.99):.0f} / {max(d):.0f} ms, held chars {percentile(h, 0.5):.0f} / "
+        f"{percentile(h, 0.9):.0f} / {percentile(h, 0.99):.0f} / {max(h)}",
+        flush=True,
+    )
+
+
+def _mostly_chinese(text: str) -> bool:
+    """A quarter of the chars or more are CJK ideographs."""
+    return 4 * sum("\u4e00" <= char <= "\u9fff" for char in text) >= len(text)
 
 
 def _bound(arg: str) -> tuple[int | None, int | None]:
