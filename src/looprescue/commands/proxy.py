@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from looprescue.commands.common import SET_HELP, parse_settings
 from looprescue.config import ConfigError, LoopRescueConfig, load_config
+from looprescue.rescue import LoopDetector
 
 
 def register(app: typer.Typer) -> None:
@@ -156,7 +157,7 @@ def require_upstream(cfg: LoopRescueConfig) -> None:
 def run_proxy(
     cfg: LoopRescueConfig,
     *,
-    detector_factory: Callable[[], Any] | None = None,
+    detector_factory: Callable[[], LoopDetector] | None = None,
     wrap: Callable[[Any], Any] | None = None,
 ) -> None:
     """Serve the proxy until interrupted: ``proxy.workers`` processes on one port, each with

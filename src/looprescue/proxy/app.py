@@ -35,6 +35,7 @@ from ..exchange.upstream import (
     forward_headers,
     response_headers,
 )
+from ..rescue.attempt import LoopDetector
 from ..rescue.engine import RescueStats
 from ..rescue.events import EmitError
 from ..wire import jsonfast
@@ -80,7 +81,7 @@ def create_app(
     *,
     transport: Transport | None = None,
     store: StateStore | None = None,
-    detector_factory: Callable[[], Any] | None = None,
+    detector_factory: Callable[[], LoopDetector] | None = None,
     metrics_registry: Any = None,
 ) -> Starlette:
     """The proxy as an ASGI app forwarding to ``upstream_url`` (scheme://host[:port][/base]).
@@ -157,7 +158,7 @@ class Proxy:
         upstream_url: str,
         transport: Transport | None = None,
         store: StateStore | None = None,
-        detector_factory: Callable[[], Any] | None = None,
+        detector_factory: Callable[[], LoopDetector] | None = None,
         metrics_registry: Any = None,
     ) -> None:
         check_upstream_url(upstream_url)

@@ -27,6 +27,7 @@ from ..exchange.core import Exchange
 from ..exchange.upstream import Transport, UpstreamError, response_headers
 from ..guard import OUTCOME_HEADER, GuardVerdict, ToolGuard
 from ..metrics import metrics_for
+from ..rescue.attempt import LoopDetector
 from ..rescue.conversation import conversation_key, conversation_language
 from ..rescue.engine import RescueEngine, applies_to
 from ..rescue.events import EmitError, SendRequest
@@ -140,7 +141,7 @@ class RescueService:
         config: LoopRescueConfig,
         store: StateStore | None = None,
         *,
-        detector_factory: Callable[[], Any] | None = None,
+        detector_factory: Callable[[], LoopDetector] | None = None,
         history: HistoryCache | None = None,
         metrics_registry: Any = None,
     ) -> None:

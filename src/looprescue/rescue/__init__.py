@@ -1,5 +1,6 @@
 """Sans-IO rescue: cut, prune and resume looping model streams (adapters live in ``proxy``)."""
 
+from .attempt import LoopDetector
 from .conversation import (
     ConversationState,
     ConversationStore,
@@ -13,6 +14,7 @@ from .stats import RescueStats
 __all__ = [
     "ConversationState",
     "ConversationStore",
+    "LoopDetector",
     "RescueEngine",
     "RescueStats",
     "applies_to",
