@@ -334,11 +334,23 @@ def test_repetitive_code_in_a_fence_is_held_to_a_stricter_threshold():
     assert scan_text(bare, "text")[0].rule == "cycle"
 
 
-def test_a_real_loop_inside_a_fence_is_still_caught():
+@pytest.mark.parametrize("channel", ["text", "reasoning"])
+def test_a_table_of_zeros_in_a_fence_is_code(channel):
+    # A model drafting code in its reasoning writes the rows an initialiser needs, as it does
+    # in the answer; sixteen equal rows are code, not a loop (the reasoning used to cut them).
+    row = "    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},\n"
+    code = "Zero it first:\n```c\nint m[16][16] = {\n" + row * 16 + "};\n```\nThen fill it.\n"
+    assert scan_text(code, channel) == []
+    # the same rows as prose are a loop
+    assert scan_text("Zero it first:\n" + row * 16 + "Then fill it.\n", channel) != []
+
+
+@pytest.mark.parametrize("channel", ["text", "reasoning"])
+def test_a_real_loop_inside_a_fence_is_still_caught(channel):
     head = "#include <llvm/MC/MCAsmInfo.h>\n#include <llvm/MC/MCInst.h>\n"
     pair = "    llvm::InitializeAllTargets();\n    llvm::InitializeAllAsmPrinters();\n"
-    fenced = stream("```cpp\n" + head + pair * 40, "text")
-    bare = stream("Includes:\n" + head + pair * 40, "text")
+    fenced = stream("```cpp\n" + head + pair * 40, channel)
+    bare = stream("Includes:\n" + head + pair * 40, channel)
     assert fenced is not None and fenced.rule == "cycle" and fenced.period == len(pair)
     assert bare is not None and bare.period == len(pair)
     # a two-line block fires after 4 copies, inside a fence after codeFenceRepeatFactor (3) x 4

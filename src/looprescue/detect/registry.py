@@ -98,7 +98,7 @@ def _paragraph(ctx: RuleContext) -> Rule | None:
 
 
 def _periodic(ctx: RuleContext) -> Rule | None:
-    return PeriodicRule(ctx.channel, ctx.cfg, fence_guard=ctx.visible)
+    return PeriodicRule(ctx.channel, ctx.cfg, structural=ctx.visible)
 
 
 def _overrun(ctx: RuleContext) -> Rule | None:

@@ -89,7 +89,7 @@ class PeriodicRule(Rule):
     def feeds(self) -> frozenset[str]:
         return _FEEDS
 
-    def __init__(self, channel: Channel, cfg: DetectorConfig, fence_guard: bool) -> None:
+    def __init__(self, channel: Channel, cfg: DetectorConfig, structural: bool) -> None:
         self._channel = channel
         self._cfg = cfg
         # The limits the per-delta paths read, as typed attributes: compiled, the config model
@@ -97,11 +97,10 @@ class PeriodicRule(Rule):
         self._hold_min: int = cfg.holdMinRecurrence
         self._max_period: int = cfg.cycleMaxPeriod
         self._char_repeats: int = cfg.cycleCharRepeats
-        # (copies, chars) multipliers inside a fence: visible text only (reasoning quotes code)
-        self._fence_factors = (
-            (cfg.codeFenceRepeatFactor, cfg.codeFenceFactor) if fence_guard else (1.0, 1.0)
-        )
-        self._structural = fence_guard  # the visible-text channel, where lists are structure
+        # (copies, chars) multipliers inside a fence, in both channels: code drafted in the
+        # reasoning repeats lines as code in the answer does (a table of zeros, a row per line)
+        self._fence_factors = (cfg.codeFenceRepeatFactor, cfg.codeFenceFactor)
+        self._structural = structural  # the visible-text channel, where lists are structure
         self._runs: dict[int, Run] = {}
         self._copy_numbers = NumbersByLine()
         self._facts: dict[str, UnitFacts] = {}
