@@ -86,6 +86,26 @@ def test_healthy_reasoning_with_recurring_interjections_does_not_fire():
     assert stream(HEALTHY_REASONING, "reasoning", sizes=(2, 4, 6)) is None
 
 
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_a_log_line_whose_number_varies_is_no_pool(channel):
+    # A quoted log whose lines differ only in a measurement taking a few values: every line
+    # recurs, but it is one line of a log, not a rotation of phrases.
+    rng = random.Random(3)
+    beats = "".join(f"INFO heartbeat ok (latency {rng.randint(3, 9)} ms)\n" for _ in range(40))
+    log = "The worker log shows:\n" + beats + "\nSo the worker was alive the whole time.\n"
+    assert scan_text(log, channel) == []
+    zh = "".join(f"[INFO] 心跳正常 (延迟 {rng.randint(3, 9)} 毫秒)\n" for _ in range(40))
+    assert scan_text("日志如下：\n" + zh + "\n所以进程一直在运行。\n", channel) == []
+    # phrases with numbers that are not one line said with a varying number still rotate
+    mixed = ["Retry 3.", "OK.", "Now.", "Go.", "Emit 2.", "Let me write."]
+    hit = scan_text(LEAD + _shuffled(mixed, 120, seed=5), channel)
+    assert hit and hit[0].rule == "pool" and hit[0].prune_offset == len(LEAD)
+    # and so do two steps said in turn among other phrases
+    steps = ["Step 1.", "Step 2.", "OK.", "Now.", "Go."]
+    hit = scan_text(LEAD + _shuffled(steps, 120, seed=6), channel)
+    assert hit and hit[0].rule == "pool" and hit[0].prune_offset == len(LEAD)
+
+
 def _deepseek_pool(seed: int) -> tuple[str, int]:
     """600 chars of Chinese planning, then 6,000 of a skewed, reshuffled pool written as
     DeepSeek writes it: no spaces, a line break now and then, a phrase twice in a row."""

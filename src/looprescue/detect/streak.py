@@ -150,6 +150,10 @@ class UnitRun:
         """The keys that occur twice or more in the run."""
         return {key for key, n in self._counts.items() if n >= 2}
 
+    def keys(self) -> list[str | None]:
+        """The run's units' keys, oldest first."""
+        return [key for key, _ in self._units]
+
     def hold_from(self) -> int | None:
         """Start of the earliest unit a future onset could be, or None when there is none."""
         return self._units[0][1] if self._units else None

@@ -36,13 +36,18 @@ not end a run either.
 
 Not a pool: healthy reasoning whose short sentences recur now and then (``Wait.``, ``OK.``), a
 checklist that is said once, and a pool that a long new sentence ends before it fills
-``poolMinChars``: the model recovered.
+``poolMinChars``: the model recovered. Nor a quoted log whose lines differ only in a number
+that takes a few values (``heartbeat ok (latency 7 ms)``): phrases the same but for their
+numbers, three or more, are one log line, and do not count as members when the pool is about
+to fire (``measurements``).
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Iterable
 from itertools import islice
 from typing import Final
 
@@ -85,6 +90,30 @@ LONG_MEMORY: Final = 64
 # Sentences whose phrase is remembered: a pool repeats a handful of them hundreds of times, and
 # normalising one costs more than looking it up. Forgotten all at once when full (bounded).
 PHRASES_REMEMBERED: Final = 256
+
+
+# A line said with a number that varies (``heartbeat ok (latency 7 ms)``, then ``4 ms``) is one
+# line of a log, however few values the number takes: phrases the same but for their numbers,
+# this many of them or more, are no rotation of phrases (numbers that move on are the counter
+# rule's). Two are not enough: a loop may alternate ``Step 1.`` and ``Step 2.``.
+MEASURED_VALUES: Final = 3
+_NUMBER: Final = re.compile(r"[0-9]+")
+
+
+def window_keys(recent: deque[tuple[str | None, int, str]], size: int) -> list[str | None]:
+    """The keys of the last ``size`` recent units."""
+    return [unit[0] for unit in islice(reversed(recent), size)]
+
+
+def measurements(phrases: Iterable[str]) -> set[str]:
+    """The phrases that are one line of words with a number that varies (see MEASURED_VALUES)."""
+    by_line: dict[str, list[str]] = {}
+    for phrase in phrases:
+        if _NUMBER.search(phrase) is not None:
+            line = _NUMBER.sub("#", phrase)
+            if any(c.isalpha() for c in line):
+                by_line.setdefault(line, []).append(phrase)
+    return {p for same in by_line.values() if len(same) >= MEASURED_VALUES for p in same}
 
 
 class PoolRule(Rule):
@@ -262,7 +291,11 @@ class PoolRule(Rule):
             batch = not (onset is None or (streak is not None and streak < onset))
             if not batch:
                 onset = streak
-            if onset is not None and self._wide(onset, end) >= self._min_chars:
+            if (
+                onset is not None
+                and self._wide(onset, end) >= self._min_chars
+                and not self._log_lines(members, window_keys(recent, self._window_size), self._need)
+            ):
                 return self._hit(onset, end, members, batch)
         elif key is not None:
             return self._young_batch(end)
@@ -284,7 +317,11 @@ class PoolRule(Rule):
             if self._young(covered, units, phrases):
                 members = self._run.recurring()
                 onset = self._run.onset(members)
-                if onset is not None and self._wide(onset, end) >= self._min_chars:
+                if (
+                    onset is not None
+                    and self._wide(onset, end) >= self._min_chars
+                    and not self._log_lines(members, self._run.keys(), self._coverage * units)
+                ):
                     return self._hit(onset, end, members, True)
         return self._young_streak(end)
 
@@ -310,18 +347,32 @@ class PoolRule(Rule):
         covered = units = 0
         members: set[str] = set()
         written: dict[str, str] = {}  # a member phrase, as one copy wrote it
+        keys: list[str | None] = []
         varied = False
         for key, start, sentence in islice(reversed(self._recent), self._window_size):
             if start < streak:
                 break
             units += 1
+            keys.append(key)
             if key is not None and counts[key] >= 2:
                 covered += 1
                 members.add(key)
                 varied = varied or written.setdefault(key, sentence) != sentence
         if not varied or not self._young(covered, units, len(members)):
             return None
+        if self._log_lines(members, keys, self._coverage * units):
+            return None
         return self._hit(streak, end, members, False)
+
+    def _log_lines(self, members: set[str], keys: Iterable[str | None], need: float) -> bool:
+        """Whether the units (their ``keys``) fall short of ``need`` recurring ones, or of
+        ``poolMinDistinct`` phrases, once the members that are one log line with a varying
+        number (``measurements``) are left out. Asked only of a pool about to fire."""
+        measured = measurements(members)
+        if not measured:
+            return False
+        rest = members - measured
+        return len(rest) < self._min_distinct or sum(k in rest for k in keys) < need
 
     def batch_onset(self) -> int | None:
         """Where the batch of short phrases the text now ends in first appeared (None when
