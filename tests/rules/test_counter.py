@@ -154,6 +154,12 @@ def test_numbered_single_lines_are_an_enumeration_not_a_counter_loop():
     many = "".join(body.format(n=n) for n in range(1, 60))
     assert scan_text(PREAMBLE + many, "text") == []
     assert scan_text(PREAMBLE + many, "reasoning") == []
+    # and so is a countdown, in either language
+    down = "".join(f"T-minus {n} seconds and holding steady.\n" for n in range(40, 0, -1))
+    zh = "".join(f"倒计时{n}秒，请做好准备。\n" for n in range(40, 0, -1))
+    for text in (down, zh):
+        assert scan_text(PREAMBLE + text, "text") == []
+        assert scan_text(PREAMBLE + text, "reasoning") == []
 
 
 def test_a_step_block_restated_with_a_new_number_is_a_counter_loop():

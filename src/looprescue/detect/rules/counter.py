@@ -17,8 +17,8 @@ Why that is a loop: the text stays while only a number moves on, so the model sa
 
 Not a loop (its guards): a counter template is what a user gets who asks for 40 CSS classes, a
 JSON array, log lines, numbered stubs or SQL seed rows. So code and data (``looks_like_code``,
-anything inside a fence) never fire; a one-line item whose index counts up by one step is an
-enumeration; a log of measurements, whose copies change many numbers, passes
+anything inside a fence) never fire; a one-line item whose index counts up or down by one step
+is an enumeration; a log of measurements, whose copies change many numbers, passes
 (``counterMaxChangingNumbers``). Only the request says where an asked list should stop: that is
 the ``overrun`` rule's. A counter needs one copy more than a cycle of the same unit (a prose
 block or a list item whose words stay: as many; an item whose sentence stays, at least
@@ -88,7 +88,7 @@ def counter_shape(unit: str, content: Content) -> str | None:
     ``table`` (a row: a loop when only its row number changes), ``renumbered`` (a list
     item whose content is gone: only its number, or only numbers), ``tiny`` (hardly any
     text), ``block`` (several sentences or lines of prose), ``item`` (one line: a loop
-    only when its numbers do not count up, else it is an enumeration). None: code, data,
+    only when its numbers do not count up or down, else it is an enumeration). None: code, data,
     or what a user asks for. (Inside a fence a counter template is always code.)"""
     if is_table_row(unit):
         return "table" if content in (Content.WORDS, Content.NUMERIC) else None
@@ -124,8 +124,9 @@ def not_an_enumeration(
     numbers: NumbersByLine, win: TextWindow, spans: list[tuple[int, int]]
 ) -> bool:
     """A one-line counter template is an enumeration (what was asked for) when an index
-    counts up, unless it is a row of results whose result never changes (``7 x 12 = 12``).
-    Judged on the last few copies (their raw spans, oldest first)."""
+    counts up or down by one step (a countdown is as orderly as a count), unless it is a row
+    of results whose result never changes (``7 x 12 = 12``). Judged on the last few copies
+    (their raw spans, oldest first)."""
     if len(spans) < 3:
         return False  # too few copies to tell: an enumeration by default
     if "=" in win.slice(*spans[-1]):
@@ -136,8 +137,8 @@ def not_an_enumeration(
     rows = [numbers.values(win, span) for span in spans]
     for position in range(min(len(row) for row in rows)):
         steps = {rows[k + 1][position] - rows[k][position] for k in range(len(rows) - 1)}
-        if len(steps) == 1 and steps.pop() > 0:
-            return False  # an index: it counts up by one step
+        if len(steps) == 1 and steps.pop() != 0:
+            return False  # an index: it counts up or down by one step
     return True
 
 
