@@ -113,6 +113,46 @@ def test_list_items_whose_numbers_jump_about_are_not_an_enumeration():
     assert hit is not None and hit.rule == "counter"
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Downloading layer {big}: {pct}% complete\n",
+        "GPU 0: utilisation {pct}%, memory {small} GB\n",
+        "Queue depth is {small} jobs\n",
+        "[10:{minute:02d}] still waiting for the deployment, pods ready {small}/3\n",
+        "下载进度：{pct}%，剩余约 {small} 分钟\n",
+    ],
+)
+def test_a_log_that_reads_a_value_again_and_again_is_not_a_loop(line):
+    # A one-line template whose number rises and falls is a log's line, in any chunking.
+    rng = random.Random(11)
+    log = "".join(
+        line.format(
+            big=rng.randint(1000, 9999),
+            pct=rng.randint(1, 99),
+            small=rng.randint(0, 12),
+            minute=(7 * k + rng.randint(0, 2)) % 60,
+        )
+        for k in range(40)
+    )
+    text = "Here is the output:\n" + log + "\nAll layers are in.\n"
+    for channel in ("text", "reasoning"):
+        assert scan_text(text, channel) == [], channel
+        assert stream(text, channel, sizes=(3, 7, 2)) is None, channel
+
+
+def test_a_line_whose_number_drifts_on_is_still_a_loop():
+    # a model stuck on one line while its number creeps up: no index (its steps vary) and no
+    # reading (it never falls back)
+    rng = random.Random(4)
+    n, lines = 3, []
+    for _ in range(60):
+        n += rng.randint(1, 3)
+        lines.append(f"Now at step {n} of the plan, and nothing else has changed.\n")
+    hit = stream("Progress:\n" + "".join(lines), "text")
+    assert hit is not None and hit.rule == "counter"
+
+
 def test_a_numbered_list_of_nothing_but_numbers():
     items = "".join(f"{n}. {n}. 1. {n}\n" for n in range(1, 70))
     hit = stream("1. 成语：\n" + items, "text")

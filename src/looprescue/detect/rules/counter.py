@@ -19,11 +19,12 @@ Not a loop (its guards): a counter template is what a user gets who asks for 40 
 JSON array, log lines, numbered stubs or SQL seed rows. So code and data (``looks_like_code``,
 anything inside a fence) never fire; a one-line item whose index counts up or down by one step
 is an enumeration; a log of measurements, whose copies change many numbers, passes
-(``counterMaxChangingNumbers``). Only the request says where an asked list should stop: that is
-the ``overrun`` rule's. A counter needs one copy more than a cycle of the same unit (a prose
-block or a list item whose words stay: as many; an item whose sentence stays, at least
-``SENTENCE_ITEM_WIDTH`` wide: as many as a block), ``counterMinRepeats`` at least, filling
-``counterMinChars`` (a CJK char counted as two).
+(``counterMaxChangingNumbers``), and so does a log's line that reads one value again and again,
+a number that rises and falls (``a_reading``; a list item is no log line). Only the request says
+where an asked list should stop: that is the ``overrun`` rule's. A counter needs one copy more
+than a cycle of the same unit (a prose block or a list item whose words stay: as many; an item
+whose sentence stays, at least ``SENTENCE_ITEM_WIDTH`` wide: as many as a block),
+``counterMinRepeats`` at least, filling ``counterMinChars`` (a CJK char counted as two).
 
 Where it cuts: after one copy, as ``cycle`` does (``copies.natural_start``). The runs are found
 and tracked by ``rules/periodic.py``, which hosts this rule and ``cycle``.
@@ -31,6 +32,7 @@ and tracked by ``rules/periodic.py``, which hosts this rule and ``cycle``.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Final
 
 from looprescue.config import DetectorConfig
@@ -39,6 +41,7 @@ from looprescue.detect.copies import (
     NumbersByLine,
     UnitFacts,
     copies_needed,
+    copy_spans,
     copy_texts,
     fills,
 )
@@ -53,10 +56,16 @@ from looprescue.detect.shape import (
     text_width,
     units_in,
 )
+from looprescue.detect.text import LineKind, classify_line
 
 # A renumbered list item at least this wide (``shape.text_width``) is a sentence, not an answer
 # word: copies of it are a block restated (``cycleBlockRepeats``).
 SENTENCE_ITEM_WIDTH: Final = 40
+# Copies a one-line template is judged on when it may be a log's line: over this many, a number
+# read off a log (a latency, a queue depth, a download's percent) rises twice and falls twice
+# nearly whatever its values (a fair coin fails that once in 170 runs of 11 steps).
+READING_COPIES: Final = 12
+READING_TURNS: Final = 2
 # A counter template with at most this many letters (a CJK char counted as two) is a chant of
 # numbers, not an enumeration anyone asked for (``t1t2t3``, ``1stu2stu``; ``用户编号 7`` is
 # words).
@@ -162,6 +171,36 @@ def counter_shape_ready(
     return facts.counter_shape
 
 
+def a_reading(numbers: NumbersByLine, win: TextWindow, latest: int, unit: int, copies: int) -> bool:
+    """Whether a one-line template is a log's line: a whole line, no list item, with a number
+    that rises and falls (``READING_TURNS`` times each at least over the last
+    ``READING_COPIES`` copies, once each while there are fewer). A log reads a value again
+    and again (``queue depth 3``, ``7``, ``2``); a loop's numbers stay, count, or drift on
+    (``PEP 40``, ``PEP 43``, ``PEP 44``), and a list of the same words under wandering
+    numbers is a list, not a log."""
+    spans = copy_spans(win, latest, unit, min(copies, READING_COPIES))
+    # Fewer copies than that: a number that rose and fell once already may be a reading; the
+    # run is judged again at the next checkpoint, with more copies.
+    turns = READING_TURNS if len(spans) >= READING_COPIES else 1
+    line = win.slice(*spans[-1])
+    if not line.endswith("\n") or "\n" in line[:-1]:
+        return False
+    if classify_line(line.strip()) is LineKind.LIST_ITEM:
+        return False
+    rows = [numbers.values(win, span) for span in spans]
+    for position in range(min(len(row) for row in rows)):
+        rises = falls = 0
+        for older, newer in pairwise(rows):
+            step = newer[position] - older[position]
+            if step > 0:
+                rises += 1
+            elif step < 0:
+                falls += 1
+        if rises >= turns and falls >= turns:
+            return True
+    return False
+
+
 def is_counter_loop(
     cfg: DetectorConfig,
     shape: str,
@@ -171,14 +210,21 @@ def is_counter_loop(
     spans: list[tuple[int, int]],
     latest: int,
     unit: int,
+    copies: int,
 ) -> bool:
-    """Whether copies of a counter shape whose numbers change (``changes`` at most on one line
-    of consecutive copies) are a loop: few numbers change (any for a renumbered item), only
-    the row number of a table row, an item that is no enumeration, a renumbered item whose
-    content is gone."""
+    """Whether ``copies`` of a counter shape whose numbers change (``changes`` at most on one
+    line of consecutive copies) are a loop: few numbers change (any for a renumbered item),
+    only the row number of a table row, an item that is no enumeration and no log's line, a
+    renumbered item whose content is gone."""
     return (
         (changes <= cfg.counterMaxChangingNumbers or shape == "renumbered")
         and (shape != "table" or changes == 1)
-        and (shape != "item" or not_an_enumeration(numbers, win, spans))
+        and (
+            shape != "item"
+            or (
+                not_an_enumeration(numbers, win, spans)
+                and not a_reading(numbers, win, latest, unit, copies)
+            )
+        )
         and (shape != "renumbered" or content_gone(copy_texts(win, latest, unit, 6)))
     )

@@ -312,7 +312,9 @@ class PeriodicRule(Rule):
         if (
             counter_ready
             and shape is not None
-            and is_counter_loop(cfg, shape, changes, self._copy_numbers, win, spans, latest, unit)
+            and is_counter_loop(
+                cfg, shape, changes, self._copy_numbers, win, spans, latest, unit, int(copies)
+            )
         ):
             return self._hit(win, "counter", first, onset, unit, end, cp, text, in_fence)
         return None
