@@ -891,6 +891,55 @@ def csv_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("csv_rows", rng, lang, channel, "```csv\n" + "\n".join(rows) + "\n```\n")
 
 
+_READINGS = {
+    "zh": [
+        "队列长度：{v} 个任务",
+        "下载进度：{v}%，请稍候",
+        "当前温度 {v} 度，湿度正常",
+        "延迟 {v} 毫秒，心跳正常",
+    ],
+    "en": [
+        "Queue depth is {v} jobs",
+        "Downloading layer: {v}% complete",
+        "GPU 0: utilisation {v}%, memory normal",
+        "heartbeat ok, latency {v} ms",
+    ],
+}
+
+
+def readings(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Log lines that read one value again and again (a queue's depth, a latency): the line
+    stays, its number rises and falls; now and then a timestamp in front."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    line = rng.choice(_READINGS[base])
+    low, high = rng.choice(((0, 9), (1, 99), (100, 400)))
+    stamped = rng.random() < 0.5
+    minute = rng.randint(0, 20)
+    lines = []
+    for _ in range(rng.randint(25, 70)):
+        minute += rng.randint(1, 3)
+        stamp = f"[{minute // 60:02d}:{minute % 60:02d}] " if stamped else ""
+        lines.append(stamp + line.format(v=rng.randint(low, high)))
+    return _healthy("readings", rng, lang, channel, "\n".join(lines) + "\n")
+
+
+def countdown(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A countdown, one line a step: the same line, its number counting down by one."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    line = "倒计时 {n} 秒，请做好准备。" if base == "zh" else "T-minus {n} seconds and holding."
+    start = rng.randint(25, 60)
+    body = "".join(line.format(n=n) + "\n" for n in range(start, 0, -1))
+    return _healthy("countdown", rng, lang, channel, body)
+
+
+def zero_table(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Code that writes out equal rows (a table of zeros, an initialiser), in a fence."""
+    size = rng.choice((8, 12, 16))
+    row = "    {" + ", ".join(["0"] * size) + "},"
+    body = f"```c\nint grid[{size}][{size}] = {{\n" + "\n".join([row] * size) + "\n};\n```\n"
+    return _healthy("zero_table", rng, lang, channel, body)
+
+
 HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "asked_list": asked_list,
     "openers": openers,
@@ -904,6 +953,9 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "sql_poems": sql_poems,
     "json_rows": json_rows,
     "csv_rows": csv_rows,
+    "readings": readings,
+    "countdown": countdown,
+    "zero_table": zero_table,
 }
 
 
