@@ -106,6 +106,36 @@ def test_a_log_line_whose_number_varies_is_no_pool(channel):
     assert hit and hit[0].rule == "pool" and hit[0].prune_offset == len(LEAD)
 
 
+_CHORUS_ZH = (
+    "我们是永不熄灭的灯火，\n我们是夜色写下的歌，\n坚持住，我们快到家了，\n这条路上没有人孤单。\n"
+)
+_VERSES_ZH = [
+    "城市哼着疲倦的歌，\n出租车在月下慢慢挪，\n",
+    "母亲说要守住那团火，\n要记得她的名字和承诺，\n",
+    "冬天来了又走了，\n我们数着朋友也数着雨，\n",
+]
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_a_chorus_sung_after_every_verse_is_no_pool(channel):
+    # A song whose chorus of short lines comes back five times, the last two back to back.
+    song = "".join(
+        f"【主歌{n}】\n{verse}\n【副歌】\n{_CHORUS_ZH}\n" for n, verse in enumerate(_VERSES_ZH, 1)
+    )
+    song += "【副歌】\n" + _CHORUS_ZH + "【尾声】\n" + _CHORUS_ZH
+    assert scan_text(song, channel) == []
+    assert stream(song, channel, sizes=(2, 5)) is None
+    # a rotation with a new sentence or two between its turns is no song: it goes on
+    turns = []
+    for n in range(40):
+        turns.append("好。继续。输出。")
+        if n % 3 == 2:
+            turns.append(f"第{n}次检查配置文件。再看一眼日志的第{n}行。")
+    hit = scan_text(LEAD + "".join(turns), channel)
+    assert hit and hit[0].prune_offset == len(LEAD)
+    assert hit[0].fired_at - len(LEAD) < 400
+
+
 def _deepseek_pool(seed: int) -> tuple[str, int]:
     """600 chars of Chinese planning, then 6,000 of a skewed, reshuffled pool written as
     DeepSeek writes it: no spaces, a line break now and then, a phrase twice in a row."""

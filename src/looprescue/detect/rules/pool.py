@@ -39,7 +39,8 @@ checklist that is said once, and a pool that a long new sentence ends before it 
 ``poolMinChars``: the model recovered. Nor a quoted log whose lines differ only in a number
 that takes a few values (``heartbeat ok (latency 7 ms)``): phrases the same but for their
 numbers, three or more, are one log line, and do not count as members when the pool is about
-to fire (``measurements``).
+to fire (``measurements``). Nor a song's chorus: three lines or more sung in one order each
+time, a verse between two of its copies, and no more than six copies (``refrain``).
 """
 
 from __future__ import annotations
@@ -103,6 +104,41 @@ _NUMBER: Final = re.compile(r"[0-9]+")
 def window_keys(recent: deque[tuple[str | None, int, str]], size: int) -> list[str | None]:
     """The keys of the last ``size`` recent units."""
     return [unit[0] for unit in islice(reversed(recent), size)]
+
+
+# A refrain has at least this many lines, at least once this many new lines (a verse) between
+# two of its copies, and is sung at most this many times in a window (a song's chorus comes
+# back a handful of times; a rotation with a new sentence or two between its turns goes on).
+REFRAIN_LINES: Final = 3
+VERSE_LINES: Final = 2
+REFRAIN_COPIES: Final = 6
+
+
+def refrain(members: set[str], keys: list[str | None]) -> bool:
+    """Whether the members are a refrain: ``REFRAIN_LINES`` phrases or more sung in one order
+    each time (each member is followed by one member only, when a member follows it), with a
+    verse (``VERSE_LINES`` units or more that are no members) between two of its copies, and
+    no more than ``REFRAIN_COPIES`` copies. A song's chorus, not a pool: a pool reshuffles
+    its phrases, and a rotation said over and over has nothing new between its turns, or
+    comes back more often (a block said again back to back is a cycle's). ``keys``: the
+    units judged (the window's, the run's), newest first."""
+    if len(members) < REFRAIN_LINES:
+        return False
+    if any(keys.count(member) > REFRAIN_COPIES for member in members):
+        return False
+    follows: dict[str, str] = {}
+    verse = 0
+    gap = -1  # units since the last member met (-1: none met yet, so no gap between copies)
+    later: str | None = None  # the unit after the current one (keys run newest first)
+    for key in keys:
+        if key in members:
+            if later is not None and later in members and follows.setdefault(key, later) != later:
+                return False  # a member followed by two different ones: reshuffled
+            verse, gap = max(verse, gap), 0
+        elif gap >= 0:
+            gap += 1
+        later = key
+    return verse >= VERSE_LINES
 
 
 def measurements(phrases: Iterable[str]) -> set[str]:
@@ -291,12 +327,10 @@ class PoolRule(Rule):
             batch = not (onset is None or (streak is not None and streak < onset))
             if not batch:
                 onset = streak
-            if (
-                onset is not None
-                and self._wide(onset, end) >= self._min_chars
-                and not self._log_lines(members, window_keys(recent, self._window_size), self._need)
-            ):
-                return self._hit(onset, end, members, batch)
+            if onset is not None and self._wide(onset, end) >= self._min_chars:
+                keys = window_keys(recent, self._window_size)
+                if not (self._log_lines(members, keys, self._need) or refrain(members, keys)):
+                    return self._hit(onset, end, members, batch)
         elif key is not None:
             return self._young_batch(end)
         return None
@@ -317,12 +351,13 @@ class PoolRule(Rule):
             if self._young(covered, units, phrases):
                 members = self._run.recurring()
                 onset = self._run.onset(members)
-                if (
-                    onset is not None
-                    and self._wide(onset, end) >= self._min_chars
-                    and not self._log_lines(members, self._run.keys(), self._coverage * units)
-                ):
-                    return self._hit(onset, end, members, True)
+                if onset is not None and self._wide(onset, end) >= self._min_chars:
+                    keys = self._run.keys()[::-1]  # newest first
+                    if not (
+                        self._log_lines(members, keys, self._coverage * units)
+                        or refrain(members, keys)
+                    ):
+                        return self._hit(onset, end, members, True)
         return self._young_streak(end)
 
     def _young(self, covered: int, units: int, phrases: int) -> bool:
@@ -360,7 +395,7 @@ class PoolRule(Rule):
                 varied = varied or written.setdefault(key, sentence) != sentence
         if not varied or not self._young(covered, units, len(members)):
             return None
-        if self._log_lines(members, keys, self._coverage * units):
+        if self._log_lines(members, keys, self._coverage * units) or refrain(members, keys):
             return None
         return self._hit(streak, end, members, False)
 
