@@ -855,6 +855,40 @@ def chorus(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("chorus", rng, lang, channel, verses[0] + sung + verses[1] + sung + sung)
 
 
+_SONG_CHORUS = {
+    "zh": [
+        "我们是永不熄灭的灯火，",
+        "我们是夜色写下的歌，",
+        "坚持住，我们快到家了，",
+        "这条路上没有人孤单。",
+    ],
+    "en": [
+        "We are the lights that never fade,",
+        "We are the songs the night has made,",
+        "Hold on, hold on, we're almost home,",
+        "No one walks this road alone.",
+    ],
+}
+
+
+def song(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A song whose chorus of clause-long lines follows every verse and comes back once more
+    at the end, back to back: four or five times in all, headed or not."""
+    base = "zh" if lang == "zh" else "en"
+    chorus = "\n".join(_SONG_CHORUS[base][: rng.randint(3, 4)]) + "\n\n"
+    headed = rng.random() < 0.5
+    head = ("【副歌】\n" if base == "zh" else "[Chorus]\n") if headed else ""
+    parts = []
+    for n in range(rng.randint(3, 4)):
+        verse_head = (
+            (f"【主歌{n + 1}】\n" if base == "zh" else f"[Verse {n + 1}]\n") if headed else ""
+        )
+        verse = "\n".join(_sentence(rng, base) for _ in range(rng.randint(2, 4)))
+        parts.append(verse_head + verse + "\n\n" + head + chorus)
+    parts.append(head + chorus)
+    return _healthy("song", rng, lang, channel, "".join(parts))
+
+
 def sql_poems(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """SQL seed rows whose string values hold poems with refrains."""
     base = "zh" if lang == "zh" else "en"
@@ -950,6 +984,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "log": log,
     "poem": poem,
     "chorus": chorus,
+    "song": song,
     "sql_poems": sql_poems,
     "json_rows": json_rows,
     "csv_rows": csv_rows,
