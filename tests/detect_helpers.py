@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 
 from looprescue.config import DetectorConfig
@@ -45,3 +46,16 @@ PREAMBLE = (
     "The failing test builds the session header before the lock is taken, so a second "
     "writer can slip in between. I will move the header write after the flock call.\n"
 )
+
+
+def derivation(seed: int) -> str:
+    """Math reasoning as models write it: a short word line (``So:``, ``Simplify:``), which
+    recurs, then two equations, again and again."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(40):
+        x, y = rng.sample("abcxyz", 2)
+        lines.append(rng.choice(["So:", "Simplify:", "Then:", "Substitute:", "Check:", "Hence:"]))
+        lines.append(f"{rng.randint(2, 9)}{x} + {rng.randint(2, 30)}{y} = {rng.randint(10, 400)}")
+        lines.append(f"{x} = {rng.randint(2, 90)}")
+    return "\n\n".join(lines) + "\n\nThat gives the answer.\n"

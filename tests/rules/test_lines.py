@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import random
 
+from tests.detect_helpers import derivation
+
 from looprescue.config import DetectorConfig
-from looprescue.detect import scan_text
+from looprescue.detect import StreamDetector, scan_text
 from looprescue.detect.rules.lines import LinesRule
 
 SHORT_LINES = [
@@ -191,3 +193,22 @@ def test_a_long_new_structure_line_ends_a_run_with_nothing_said_twice():
     # new item (a meal plan whose days repeat but for one dish): the cut still reaches back
     cut, after = _cut_after_a_structure_line(SHORT_LINES[:4] + SHORT_LINES[:2], 70)
     assert cut < after - 71
+
+
+def test_a_formula_is_no_line_of_a_run():
+    # Equations are short lines, but a run of short lines that keep duplicating is made of
+    # words: a derivation whose word lines recur (So:, Simplify:) is not held as such a run.
+    text = derivation(5)
+    for channel in ("reasoning", "text"):
+        detector = StreamDetector(watch="both")
+        held = 0
+        for at in range(0, len(text), 3):
+            detector.feed(channel, text[at : at + 3])
+            held = max(held, min(at + 3, len(text)) - detector.safe_offset(channel))
+        assert held < 120, channel
+    # duplicated short lines of words between the formulas still make a run
+    rule = LinesRule("reasoning", DetectorConfig())
+    rng = random.Random(2)
+    lines = [rng.choice(SHORT_LINES[:5]) if k % 4 else f"x = {k}" for k in range(200)]
+    hit, _ = _feed(rule, lines)
+    assert hit is not None

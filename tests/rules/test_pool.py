@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.detect_helpers import stream
+from tests.detect_helpers import derivation, stream
 from tests.support import loopgen
 
 from looprescue.detect import scan_text
@@ -433,6 +433,22 @@ def test_a_chinese_clause_is_no_phrase_the_watermark_holds():
     # the short phrases of a pool are held as they come
     pool = "下面是这个模块的说明，按用户要求的顺序。\n\n好。继续。输出。现在写。"
     assert _watermarks(pool, "reasoning")[-1] <= pool.index("好")
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_a_formula_is_no_phrase_the_watermark_holds(channel):
+    # An equation is as short as a phrase, but no pool is made of formulas or code: a
+    # derivation is not held as a run that could become a pool, only its word lines are.
+    text = LEAD + derivation(2)
+    assert scan_text(text, channel) == []
+    marks = _watermarks(text, channel)
+    ends = [min(at, len(text)) for at in range(3, len(text) + 3, 3)]
+    assert max(end - mark for end, mark in zip(ends, marks, strict=True)) < 120
+    # a pool of words between the formulas is still one
+    words = ["Now.", "OK.", "Go.", "Let me write.", "Emit."]
+    pool = LEAD + "x = 2\n\n" + _shuffled(words, 80, seed=3)
+    hit = scan_text(pool, channel)
+    assert hit and hit[0].rule == "pool" and hit[0].prune_offset == pool.index("x = 2") + 7
 
 
 def test_a_list_item_too_long_to_read_again_still_ends_the_run():

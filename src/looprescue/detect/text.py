@@ -86,6 +86,17 @@ def normalize_phrase(sentence: str) -> str:
     return text.casefold()
 
 
+# Marks of a formula or of code, never of the words a phrase pool or a run of short lines is
+# made of (``Now.``, ``好。``, ``Let me write.``, ``**Final answer**``).
+_NOTATION: Final = re.compile(r"[=+^<>|{}\\∩∪≤≥≠±×÷√∑∫→←⇒]")
+
+
+def notation(text: str) -> bool:
+    """Whether a short unit is a formula or a line of code (``a + 4d = 448``, ``x -> x + 1``):
+    no phrase of a pool, and no line of a run of short lines."""
+    return _NOTATION.search(text) is not None
+
+
 _ALNUM: Final = re.compile(r"[^\W_]")  # a letter or digit in any script
 
 

@@ -8,10 +8,12 @@ confirmation fires.
 Why it is a loop: a text whose lines are mostly copies of a few short lines, for two windows
 apart, says nothing new line after line; the lines reshuffle, so no exact period shows it.
 
-Not a loop: refrains, checklists and logs with a recurring short line. They repeat inside one
-window but recover, and the two-window confirmation is what keeps them from firing. Long lines
-(a median over ``linesMaxMedianChars``) are prose or data, and in the visible text list items,
-table rows, quotes and fenced code are structure the segmenter never hands to this rule.
+Not a loop: refrains, checklists and logs with a recurring short line: they repeat inside one
+window but recover, and the two-window confirmation is what keeps them from firing. Nor a
+derivation whose short word lines recur (``So:``): a formula or a line of code
+(``text.notation``) is no line of a run, only one against it. Long lines (a median over
+``linesMaxMedianChars``) are prose or data, and in the visible text list items, table rows,
+quotes and fenced code are structure the segmenter never hands to this rule.
 
 Prune point: where the batch of duplicated lines first appeared (``UnitRun.onset``), among the
 lines no longer than the median limit. A line of more than twice the limit ends the run (a new
@@ -32,7 +34,7 @@ from looprescue.detect.limits import REPEAT_WITHIN
 from looprescue.detect.rule import LINE, WATERMARK, Rule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.streak import UnitRun
-from looprescue.detect.text import STRUCTURE_LINE, excerpt
+from looprescue.detect.text import STRUCTURE_LINE, excerpt, notation
 
 _FEEDS: Final = frozenset({LINE, WATERMARK})
 
@@ -73,9 +75,10 @@ class LinesRule(Rule):
             long = end - start - 1 > self._max_line
             self._run.add(None, start, barrier=long and not self._run.has_recurring())
             return None
-        # a line up to the median limit may open (or carry) a held run; a longer short line
-        # only counts against it; a long one ends it
-        if len(line) <= self._max_median:
+        # a line up to the median limit may open (or carry) a held run; a longer short line,
+        # or a formula or code (no line a run is made of), only counts against it; a long one
+        # ends it
+        if len(line) <= self._max_median and not notation(line):
             self._run.add(line, start)
         else:
             self._run.add(None, start, barrier=len(line) > self._max_line)
@@ -163,8 +166,9 @@ class LinesRule(Rule):
             return held
         tail = win.slice(line_start, end)
         head = tail.strip()
-        if head and len(head) <= self._max_median:  # it may still open a run
-            return line_start + (len(tail) - len(tail.lstrip()))
+        if head and len(head) <= self._max_median and not notation(head):
+            return line_start + (len(tail) - len(tail.lstrip()))  # it may still open a run
         if head:
-            self._free_line = line_start  # a line only grows: too long to be held, for good
+            # a line only grows: too long to be held, or notation, for good
+            self._free_line = line_start
         return end

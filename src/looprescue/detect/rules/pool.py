@@ -40,7 +40,9 @@ checklist that is said once, and a pool that a long new sentence ends before it 
 that takes a few values (``heartbeat ok (latency 7 ms)``): phrases the same but for their
 numbers, three or more, are one log line, and do not count as members when the pool is about
 to fire (``measurements``). Nor a song's chorus: three lines or more sung in one order each
-time, a verse between two of its copies, and no more than six copies (``refrain``).
+time, a verse between two of its copies, and no more than six copies (``refrain``). A formula
+or a line of code (``a + 4d = 448``, ``text.notation``) is no phrase and no repeat, only a unit
+against the run's coverage: a derivation is not held as a run that could become a pool.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ from looprescue.detect.text import (
     excerpt,
     has_alnum,
     normalize_phrase,
+    notation,
 )
 
 _FEEDS: Final = frozenset({SENTENCE, WATERMARK})
@@ -276,6 +279,12 @@ class PoolRule(Rule):
             # a long sentence said again is the loop's too: a pool of sentences of several
             # widths (a block said again) is cut where its repeats began
             self._repeats.add(said, start)
+        elif phrase and notation(phrase):
+            # a formula or a line of code: no phrase of a pool, and no repeat (an equation
+            # restated), but a unit between the run's, against its coverage
+            key = None
+            self._run.add(None, start)
+            self._repeats.add(False, start)
         elif phrase:
             key = phrase
             if self._after_barrier < 0:
@@ -513,6 +522,10 @@ class PoolRule(Rule):
             self._free_tail = tail_start
             return end
         folded = tail.strip().casefold()
+        if notation(folded) and not self._may_say_long_again(normalize_phrase(tail)):
+            # a formula or code: it ends as no phrase, and as no repeat unless it is a long
+            # sentence said again (a longer head begins like fewer of them)
+            return end
         if len(folded) <= HOLD_CHARS and text_width(folded) <= HOLD_CHARS:
             # its phrase is no wider than this (normalising only drops and folds chars)
             return tail_start + (len(tail) - len(tail.lstrip()))
