@@ -451,6 +451,22 @@ def test_a_formula_is_no_phrase_the_watermark_holds(channel):
     assert hit and hit[0].rule == "pool" and hit[0].prune_offset == pool.index("x = 2") + 7
 
 
+def test_a_lettered_list_item_is_structure_from_its_marker_on():
+    # "b. Twitter. (2021). Twitter." ends its first sentence at its marker: the line's kind,
+    # settled there, is a list item, so its short sentences are no run of phrases (they were
+    # held until the next paragraph, 280 chars on an answer of references)
+    sites = ["Facebook", "Twitter", "Second Life", "IMVU", "Reddit", "Tumblr", "Discord"]
+    refs = "".join(
+        f"{'abcdefg'[k]}. {site}. (2021). {site}.\nRetrieved from <https://{site.lower()}.com/>\n\n"
+        for k, site in enumerate(sites)
+    )
+    text = "Here are the sources, by kind of platform:\n\n" + refs
+    assert scan_text(text, "text") == []
+    marks = _watermarks(text, "text")
+    ends = [min(at, len(text)) for at in range(3, len(text) + 3, 3)]
+    assert max(end - mark for end, mark in zip(ends, marks, strict=True)) < 60
+
+
 def test_a_list_item_too_long_to_read_again_still_ends_the_run():
     # A list item past LONG_UNIT chars is clipped when it ends; its kind, read when its first
     # sentence ended, still makes it the structure line it is, so the run before it ends, as

@@ -25,7 +25,9 @@ SENTENCE_END: Final = re.compile(r"[.!?。！？\ufffd\n](?:(?<=[。！？\ufffd
 SENTENCE_END_CHARS: Final = frozenset("。！？\ufffd.!?\n")
 
 
-_LIST_ITEM: Final = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)]\s|\[[ xX]\]\s)")
+# (A marker may end what is read of its line: the kind is settled at the line's first sentence
+# end, which for ``b. Twitter.`` is the marker itself.)
+_LIST_ITEM: Final = re.compile(r"(?:[-*+•]\s|\d{1,4}[.)](?:\s|$)|[a-zA-Z][.)](?:\s|$)|\[[ xX]\]\s)")
 _PUNCT: Final = ".。!！?？,，;；:：、…\"'`“”‘’()（）[]【】*_~-\ufffd"
 
 
