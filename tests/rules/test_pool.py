@@ -467,6 +467,25 @@ def test_a_lettered_list_item_is_structure_from_its_marker_on():
     assert max(end - mark for end, mark in zip(ends, marks, strict=True)) < 60
 
 
+def test_code_in_a_reasoning_fence_is_no_run_of_phrases():
+    # An agent plans edits in its reasoning: old and new versions of a few lines, fenced, whose
+    # short lines (copyBtn,) recur. In a fence they are code in either channel, no phrases: the
+    # reasoning was held back 779 chars where the answer was held 184.
+    old = "\t\t\t\tReact.createElement('span', {{ className: '{k}' }}, x),\n\t\t\t\tcopyBtn,\n"
+    new = old + "\t\t\t\texpandBtn,\n"
+    text = "I need the expand button in each header. Targeted edits:\n\n" + "".join(
+        f"The {k} header:\nold:\n```\n{old.format(k=k)}```\nnew:\n```\n{new.format(k=k)}```\n\n"
+        for k in ("fallback", "pretty", "read block", "write block", "diff view")
+    )
+    held = {}
+    for channel in ("reasoning", "text"):
+        assert scan_text(text, channel) == []
+        marks = _watermarks(text, channel)
+        ends = [min(at, len(text)) for at in range(3, len(text) + 3, 3)]
+        held[channel] = max(end - mark for end, mark in zip(ends, marks, strict=True))
+    assert held["reasoning"] == held["text"] < 300
+
+
 def test_a_list_item_too_long_to_read_again_still_ends_the_run():
     # A list item past LONG_UNIT chars is clipped when it ends; its kind, read when its first
     # sentence ended, still makes it the structure line it is, so the run before it ends, as

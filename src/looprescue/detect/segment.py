@@ -80,7 +80,8 @@ class Segmenter:
         on_open_sentence: OpenSentenceSink | None = None,
         items: ItemSink | None = None,
     ) -> None:
-        # structural_text: apply the visible-text guards (lists, tables, quotes, fences)
+        # structural_text: apply the visible-text guards (lists, tables, quotes); a fence is
+        # code in either channel (``_is_structure``)
         self._structural = structural_text
         self._on_sentence = on_sentence
         self._on_line = on_line
@@ -147,9 +148,9 @@ class Segmenter:
 
     def _open_counts(self, win: TextWindow, upto: int) -> bool:
         """Whether the unfinished sentence, up to ``upto``, is prose a sentence rule judges."""
-        if not self._structural:
-            return True
-        return not self.in_fence and self._open_kind(win, upto) not in _STRUCTURAL
+        if self.in_fence:
+            return False
+        return not self._structural or self._open_kind(win, upto) not in _STRUCTURAL
 
     def open_line_counts(self, win: TextWindow, end: int) -> bool:
         """Whether the line being written (up to ``end``) reaches ``on_line`` as a unit when it
@@ -158,7 +159,7 @@ class Segmenter:
         kind = self._open_kind(win, end)
         if kind in _NOT_COUNTED:
             return False
-        return not (self._structural and (self.in_fence or kind in _STRUCTURAL))
+        return not self._is_structure(kind)
 
     def open_sentence_counts(self, win: TextWindow, end: int) -> bool:
         """Whether the sentence being written (up to ``end``) reaches ``on_sentence`` as a unit
@@ -168,7 +169,7 @@ class Segmenter:
         kind = self._line_kind
         if kind is None:
             return self._open_counts(win, end)
-        return not self._structural or (not self.in_fence and kind not in _STRUCTURAL)
+        return not self._is_structure(kind)
 
     def open_structure_is_new(self, win: TextWindow, end: int) -> bool:
         """Whether the line being written (up to ``end``) reaches the sentence and line rules
@@ -176,10 +177,8 @@ class Segmenter:
         that begins like no remembered one. Asked of a line long enough that its first chars
         settle its kind; by the kind the segmenter already judged when it has (a line it read
         as prose hands its sentences on as it goes, and is no structure line to them)."""
-        if not self._structural:
-            return False
         kind = self._line_kind if self._line_kind is not None else self._open_kind(win, end)
-        if kind in _NOT_COUNTED or not (self.in_fence or kind in _STRUCTURAL):
+        if kind in _NOT_COUNTED or not self._is_structure(kind):
             return False
         head = win.slice(self.line_from, end).strip()
         ordered = self._structure_sorted
@@ -243,9 +242,16 @@ class Segmenter:
         return self._on_clauses(text, begin + len(raw_sentence) - len(raw_sentence.lstrip()), end)
 
     def _counts_in_context(self, win: TextWindow, end: int) -> bool:
-        if not self._structural:
-            return True
-        return not self.in_fence and self._line_kind_at(win, end) not in _STRUCTURAL
+        if self.in_fence:
+            return False
+        return not self._structural or self._line_kind_at(win, end) not in _STRUCTURAL
+
+    def _is_structure(self, kind: LineKind) -> bool:
+        """Whether a line of ``kind`` is structure here, no prose unit: a line of code inside a
+        fence in either channel (a model drafts code in its reasoning as in its answer), a
+        list item, table row or quote in the visible text only (reasoning lists its
+        thoughts)."""
+        return self.in_fence or (self._structural and kind in _STRUCTURAL)
 
     def _end_line(self, win: TextWindow, end: int) -> Hit | None:
         line_from = max(self.line_from, end - 1 - LONG_UNIT)
@@ -261,9 +267,7 @@ class Segmenter:
         else:
             kind = _PROSE
         hit = None
-        counted = kind not in _NOT_COUNTED and not (
-            self._structural and (self.in_fence or kind in _STRUCTURAL)
-        )
+        counted = kind not in _NOT_COUNTED and not self._is_structure(kind)
         start = line_from + len(raw_line) - len(raw_line.lstrip())
         if counted and self._on_line is not None:
             hit = self._on_line(line, start, end)

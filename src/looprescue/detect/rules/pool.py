@@ -21,18 +21,17 @@ the loop says again (a block of a clause and short phrases), the cut moves to th
 
 A new long sentence ends a pool: the onset is never before it, and that is what lets the
 watermark release text as soon as a long sentence arrives (a sentence too long to keep, past
-``4 * poolMaxPhraseChars + 64`` chars, counts as a new one).
-In the visible text a new structure line (list item, table row, quote, line of code) is no unit
-but comes between units: no member, no repeat, and when longer than any phrase it ends a run in
-which nothing came twice, as a long sentence does. While a run in which no phrase came twice
-waits under an unfinished sentence or structure line that can only end as such a barrier, the
-run goes out already (``_ends_run``): a heading is not held while the paragraph or the list
-under it is written. A long sentence that repeats a recent one belongs to the loop
-(a notice the model keeps re-emitting): it does not end it, and it counts in the streak of
-repeats, so a pool whose repeats began before its short phrases made up a batch is cut where
-they began; when the batch began right after a long sentence the loop says again, it is cut at
-that sentence. A sentence no longer than a phrase in chars (a CJK one up to twice as wide) does
-not end a run either.
+``4 * poolMaxPhraseChars + 64`` chars, counts as a new one). In the visible text a new structure
+line (list item, table row, quote; a line of code in either channel) is no unit but comes
+between units: no member, no repeat, and when longer than any phrase it ends a run in which
+nothing came twice, as a long sentence does. While a run in which no phrase came twice waits
+under an unfinished sentence or structure line that can only end as such a barrier, the run goes
+out already (``_ends_run``): a heading is not held while the paragraph or the list under it is
+written. A long sentence that repeats a recent one belongs to the loop (a notice the model keeps
+re-emitting): it does not end it, and it counts in the streak of repeats, so a pool whose
+repeats began before its short phrases made up a batch is cut where they began; when the batch
+began right after a long sentence the loop says again, it is cut at that sentence. A sentence no
+longer than a phrase in chars (a CJK one up to twice as wide) does not end a run either.
 
 Not a pool: healthy reasoning whose short sentences recur now and then (``Wait.``, ``OK.``), a
 checklist that is said once, and a pool that a long new sentence ends before it fills
