@@ -229,11 +229,25 @@ def test_a_long_sentence_said_again_that_opened_the_batch_is_cut_with_it():
 
 
 def test_day_lists_that_mix_a_counter_with_a_pool_of_words():
+    # Labels whose numbers stay or jump about, over a handful of words: a pool, none kept.
     rng = random.Random(3)
-    days = "".join(f"Day {n}: {rng.choice(['Rest', 'Run', 'Stretch'])}\n" for n in range(1, 61))
-    hit = stream("Your 60-day plan:\n\n" + days, "text")
+    acts = ["Rest", "Run", "Stretch"]
+    days = "".join(f"Day {rng.randint(1, 9)}: {rng.choice(acts)}\n" for _ in range(60))
+    hit = stream("Your plan:\n\n" + days, "text")
     assert hit is not None and hit.rule == "pool"
-    assert hit.prune_offset == len("Your 60-day plan:\n\n")  # none of the list is kept
+    assert hit.prune_offset == len("Your plan:\n\n")  # none of the list is kept
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_an_enumeration_of_short_answers_is_no_pool(channel):
+    # Labels that count up by one over a handful of answers are an answer key or a schedule
+    # (what a request for 60 days or 40 statements gets): only the request bounds them.
+    rng = random.Random(3)
+    acts = ["Rest", "Run", "Stretch"]
+    days = "".join(f"Day {n}: {rng.choice(acts)}\n" for n in range(1, 61))
+    assert scan_text("Your 60-day plan:\n\n" + days, channel) == []
+    key = "".join(f"Statement {n}: {rng.choice(['true', 'false'])}.\n" for n in range(1, 41))
+    assert scan_text("Going through each statement.\n" + key, channel) == []
 
 
 def test_copies_that_differ_in_a_word_rotate_as_a_pool():

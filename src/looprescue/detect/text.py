@@ -71,10 +71,21 @@ def classify_line(stripped: str) -> LineKind:
 _COUNTER_LABEL: Final = re.compile(r"[^\W\d_]{1,12}[ \t]*[0-9]{1,4}[ \t]*[:.)-][ \t]+")
 
 
+def counter_label(sentence: str) -> int | None:
+    """The number of the counter label a sentence opens with (``Day 3: Rest`` -> 3), if any:
+    the label ``normalize_phrase`` drops."""
+    text = sentence.strip().strip(_PUNCT)
+    label = _COUNTER_LABEL.match(text)
+    if label is None:
+        return None
+    digits = "".join(c for c in label.group() if c.isdigit())
+    return int(digits)
+
+
 def normalize_phrase(sentence: str) -> str:
     """Canonical form of a short sentence for phrase-pool counting ("OK." == "ok"): inner
     whitespace is one space, and a counter label in front is dropped ("Day 3: Rest" ==
-    "Day 12: rest"), so a counted list whose items come from a handful is a pool."""
+    "Day 12: rest"), so a labelled list whose items come from a handful can be a pool."""
     # Strip runs of whitespace and punctuation from both ends (str.strip works in C; two
     # passes suffice unless whitespace and punctuation alternate).
     text = sentence.strip().strip(_PUNCT)

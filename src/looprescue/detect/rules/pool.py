@@ -1,15 +1,17 @@
 """Rule ``pool``: recent sentences are drawn from a handful of recurring short phrases.
 
-Catches reshuffled bleeds such as ``好。/输出。/Go./OK./Let me write.`` that have no exact
-period. Over the last ``poolWindow`` counted sentences, at least ``poolMinCoverage`` of them must
-be short phrases that occur at least twice in the window, and the pool of such phrases must be a
-handful (``poolMaxPhrases``), at least ``poolMinDistinct`` of them. One phrase alone is enough by
-default: its copies may differ in whitespace, which an exact cycle does not allow. Phrases are
-compared with inner whitespace folded and a counter label in front dropped (``Day 3: Rest``),
-so a counted list whose items come from a handful of words is a pool too. Sentences end at
-full-width stops without any space (``好。继续。输出。`` is three phrases), and widths count a
-CJK char as two (``poolMaxPhraseChars``, ``poolMinChars``): a Chinese sentence of 22 chars is no
-short phrase, and a pool of Chinese phrases fires after as much text as an English one.
+Catches reshuffled bleeds such as ``好。/输出。/Go./OK./Let me write.`` that have no exact period.
+Over the last ``poolWindow`` counted sentences, at least ``poolMinCoverage`` of them must be
+short phrases that occur at least twice in the window, and the pool of such phrases must be a
+handful (``poolMaxPhrases``), at least ``poolMinDistinct`` of them. One phrase alone is enough
+by default: its copies may differ in whitespace, which an exact cycle does not allow. Phrases
+are compared with inner whitespace folded and a counter label in front dropped
+(``Day 3: Rest``), so a labelled list whose items come from a handful of words is a pool too,
+unless its labels count up by one (an answer key, a schedule: an enumeration, which only the
+request bounds). Sentences end at full-width stops without any space (``好。继续。输出。``
+is three phrases), and widths count a CJK char as two (``poolMaxPhraseChars``,
+``poolMinChars``): a Chinese sentence of 22 chars is no short phrase, and a pool of Chinese
+phrases fires after as much text as an English one.
 
 Prune point: where the batch of phrases first appeared (``UnitRun.onset``), so no phrase of the
 pool is kept. That needs holding the batch back as it comes, which is done for very short phrases
@@ -50,7 +52,7 @@ import re
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterable
-from itertools import islice
+from itertools import islice, pairwise
 from typing import Final
 
 from looprescue.config import DetectorConfig
@@ -70,6 +72,7 @@ from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import (
     LONG_SENTENCE,
     STRUCTURE_LINE,
+    counter_label,
     excerpt,
     has_alnum,
     normalize_phrase,
@@ -101,6 +104,10 @@ PHRASES_REMEMBERED: Final = 256
 # rule's). Two are not enough: a loop may alternate ``Step 1.`` and ``Step 2.``.
 MEASURED_VALUES: Final = 3
 _NUMBER: Final = re.compile(r"[0-9]+")
+
+
+# Labelled units counting up from a batch's onset, at least this many, are an enumeration.
+ENUMERATED_ITEMS: Final = 3
 
 
 def window_keys(recent: deque[tuple[str | None, int, str]], size: int) -> list[str | None]:
@@ -337,7 +344,11 @@ class PoolRule(Rule):
                 onset = streak
             if onset is not None and self._wide(onset, end) >= self._min_chars:
                 keys = window_keys(recent, self._window_size)
-                if not (self._log_lines(members, keys, self._need) or refrain(members, keys)):
+                if not (
+                    self._log_lines(members, keys, self._need)
+                    or refrain(members, keys)
+                    or self._enumerated(onset, members)
+                ):
                     return self._hit(onset, end, members, batch)
         elif key is not None:
             return self._young_batch(end)
@@ -364,6 +375,7 @@ class PoolRule(Rule):
                     if not (
                         self._log_lines(members, keys, self._coverage * units)
                         or refrain(members, keys)
+                        or self._enumerated(onset, members)
                     ):
                         return self._hit(onset, end, members, True)
         return self._young_streak(end)
@@ -403,9 +415,32 @@ class PoolRule(Rule):
                 varied = varied or written.setdefault(key, sentence) != sentence
         if not varied or not self._young(covered, units, len(members)):
             return None
-        if self._log_lines(members, keys, self._coverage * units) or refrain(members, keys):
+        if (
+            self._log_lines(members, keys, self._coverage * units)
+            or refrain(members, keys)
+            or self._enumerated(streak, members)
+        ):
             return None
         return self._hit(streak, end, members, False)
+
+    def _enumerated(self, since: int, members: set[str]) -> bool:
+        """Whether the units from ``since`` on are an enumeration of short answers: every
+        member's unit opens with a counter label, and the labels count up by one (``Statement
+        12: true.``, ``Statement 13: false.``; an answer key, a schedule). Only the request can
+        bound such a list (``overrun``, ``counted``); a loop's labels stay or jump about."""
+        numbers: list[int] = []
+        for key, start, sentence in self._recent:
+            if start < since:
+                continue
+            number = counter_label(sentence)
+            if number is None:
+                if key in members:
+                    return False
+                continue
+            numbers.append(number)
+        return len(numbers) >= ENUMERATED_ITEMS and all(
+            later - earlier == 1 for earlier, later in pairwise(numbers)
+        )
 
     def _log_lines(self, members: set[str], keys: Iterable[str | None], need: float) -> bool:
         """Whether the units (their ``keys``) fall short of ``need`` recurring ones, or of
