@@ -153,6 +153,15 @@ def test_a_line_whose_number_drifts_on_is_still_a_loop():
     assert hit is not None and hit.rule == "counter"
 
 
+def test_an_answer_key_whose_answers_repeat_a_few_times_in_a_row():
+    # Labels counting up line by line, over answers that fall into a run by chance: a block
+    # of three lines "restated" with new numbers, but each line numbered, so a list
+    answers = ["true", "false", "true"] + ["true", "false", "false"] * 6 + ["false", "true"]
+    key = "".join(f"Statement {n}: {a}.\n" for n, a in enumerate(answers, 1))
+    for channel in ("text", "reasoning"):
+        assert scan_text("Going through each statement.\n" + key, channel) == [], channel
+
+
 def test_a_numbered_list_of_nothing_but_numbers():
     items = "".join(f"{n}. {n}. 1. {n}\n" for n in range(1, 70))
     hit = stream("1. 成语：\n" + items, "text")

@@ -20,11 +20,12 @@ JSON array, log lines, numbered stubs or SQL seed rows. So code and data (``look
 anything inside a fence) never fire; a one-line item whose index counts up or down by one step
 is an enumeration; a log of measurements, whose copies change many numbers, passes
 (``counterMaxChangingNumbers``), and so does a log's line that reads one value again and again,
-a number that rises and falls (``a_reading``; a list item is no log line). Only the request says
-where an asked list should stop: that is the ``overrun`` rule's. A counter needs one copy more
-than a cycle of the same unit (a prose block or a list item whose words stay: as many; an item
-whose sentence stays, at least ``SENTENCE_ITEM_WIDTH`` wide: as many as a block),
-``counterMinRepeats`` at least, filling ``counterMinChars`` (a CJK char counted as two).
+a number that rises and falls (``a_reading``; a list item is no log line); and an answer key
+whose lines each open with a label counting up, however its answers repeat (``numbered_lines``).
+Only the request says where an asked list should stop: that is the ``overrun`` rule's. A counter
+needs one copy more than a cycle of the same unit (a prose block or a list item whose words
+stay: as many; an item whose sentence stays, at least ``SENTENCE_ITEM_WIDTH`` wide: as many as a
+block), ``counterMinRepeats`` at least, filling ``counterMinChars`` (a CJK char counted as two).
 
 Where it cuts: after one copy, as ``cycle`` does (``copies.natural_start``). The runs are found
 and tracked by ``rules/periodic.py``, which hosts this rule and ``cycle``.
@@ -56,7 +57,7 @@ from looprescue.detect.shape import (
     text_width,
     units_in,
 )
-from looprescue.detect.text import LineKind, classify_line
+from looprescue.detect.text import LineKind, classify_line, counter_label
 
 # A renumbered list item at least this wide (``shape.text_width``) is a sentence, not an answer
 # word: copies of it are a block restated (``cycleBlockRepeats``).
@@ -201,6 +202,29 @@ def a_reading(numbers: NumbersByLine, win: TextWindow, latest: int, unit: int, c
     return False
 
 
+def numbered_lines(win: TextWindow, spans: list[tuple[int, int]]) -> bool:
+    """Whether the copies of a block are lines that each open with a label counting up by one
+    from line to line (``Statement 33: true.``, ``Statement 34: false.``): an answer key
+    whose answers happen to repeat a few times in a row, not a block restated (whose copies
+    carry one number each: ``### Step 9`` and its paragraph)."""
+    if not spans:
+        return False
+    # the copies are one stretch of text; a copy need not begin at a line's start, so the
+    # stretch's first and last lines may be parts of lines
+    lines = win.slice(spans[0][0], spans[-1][1]).split("\n")[1:-1]
+    numbers: list[int] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        number = counter_label(line)
+        if number is None:
+            return False
+        numbers.append(number)
+    return len(numbers) >= len(spans) + 1 and all(
+        later - earlier == 1 for earlier, later in pairwise(numbers)
+    )
+
+
 def is_counter_loop(
     cfg: DetectorConfig,
     shape: str,
@@ -227,4 +251,5 @@ def is_counter_loop(
             )
         )
         and (shape != "renumbered" or content_gone(copy_texts(win, latest, unit, 6)))
+        and (shape != "block" or not numbered_lines(win, spans))
     )
