@@ -966,6 +966,27 @@ def countdown(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("countdown", rng, lang, channel, body)
 
 
+def answer_key(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """An answer key or a schedule: labels that count up by one, each over one of a handful of
+    short answers (``Statement 12: true.``, ``Q7: B``, ``第7题：对。``, ``Day 3: Rest``)."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    if base == "zh":
+        label, answers = rng.choice(
+            (("第{n}题：", ["对。", "错。"]), ("第{n}天：", ["休息", "跑步"]))
+        )
+    else:
+        label, answers = rng.choice(
+            (
+                ("Statement {n}: ", ["true.", "false."]),
+                ("Q{n}: ", ["A", "B", "C", "D"]),
+                ("Day {n}: ", ["Rest", "Run", "Stretch"]),
+            )
+        )
+    count = rng.randint(30, 60)
+    body = "".join(label.format(n=n) + rng.choice(answers) + "\n" for n in range(1, count + 1))
+    return _healthy("answer_key", rng, lang, channel, body)
+
+
 def zero_table(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """Code that writes out equal rows (a table of zeros, an initialiser), in a fence."""
     size = rng.choice((8, 12, 16))
@@ -991,6 +1012,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "readings": readings,
     "countdown": countdown,
     "zero_table": zero_table,
+    "answer_key": answer_key,
 }
 
 
