@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 from tests.detect_helpers import derivation, stream
+from tests.paths import REPO_ROOT
 from tests.support import loopgen
 
-from looprescue.detect import scan_text
+from looprescue.detect import StreamDetector, scan_text
+from looprescue.detect.rules.pool import PoolRule
 
+HEALTHY = REPO_ROOT / "corpus" / "healthy.jsonl"
 LEAD = (
     "The retry test still fails on Windows because the temp dir is removed before the handle "
     "closes. I should close the handle in the finally block and then rerun the suite.\n\n"
@@ -331,8 +335,12 @@ def _watermarks(text: str, channel: str = "text") -> list[int]:
 def test_a_long_sentence_said_again_is_held_from_its_start_while_it_is_written():
     # said again, it starts a streak of repeats there (a block said again is cut where its
     # repeats began): the watermark must not let it out and then step back (found on a real
-    # reasoning trace, corpus/healthy.jsonl sky-t1-aime24-6)
-    said = "I have S = 2(ab + bc + ca) = 54, so ab + bc + ca = 27 and V = abc = 23.\n\n"
+    # reasoning trace, corpus/healthy.jsonl sky-t1-aime24-6, with a formula in it; a formula
+    # said again is no repeat now, see test_a_formula_is_no_phrase_the_watermark_holds)
+    said = (
+        "I have the surface area and the volume, so the sum of the pairwise products is "
+        "twenty-seven and their product is twenty-three.\n\n"
+    )
     # further back than the periodic watermark looks (cycleMaxPeriod, which would hold it
     # too), within the long sentences the pool remembers (LONG_MEMORY)
     prose = loopgen.preamble(random.Random(3), "en", "reasoning", chars=4100)
@@ -498,6 +506,24 @@ def test_code_in_a_reasoning_fence_is_no_run_of_phrases():
         ends = [min(at, len(text)) for at in range(3, len(text) + 3, 3)]
         held[channel] = max(end - mark for end, mark in zip(ends, marks, strict=True))
     assert held["reasoning"] == held["text"] < 300
+
+
+def test_a_restated_equation_is_no_repeat_of_a_streak():
+    # A real reasoning trace (corpus/healthy.jsonl, a competition problem) restates long
+    # equations as it works; each one said again started a streak of repeats the pool held
+    # back from, 265 chars at worst. A formula said again is no such repeat.
+    records = (json.loads(line) for line in HEALTHY.open(encoding="utf-8"))
+    text = next(r["text"] for r in records if r["id"] == "sky-t1-aime24-15")
+    detector = StreamDetector(watch="both")
+    channel = detector._channel("reasoning")
+    pool = next(rule for rule in channel._holding_rules if isinstance(rule, PoolRule))
+    worst = 0
+    for at in range(0, len(text), 3):
+        assert detector.feed("reasoning", text[at : at + 3]) is None
+        detector.safe_offset("reasoning")
+        held = min(at + 3, len(text)) - pool.safe_offset(channel._win, channel._segmenter)
+        worst = max(worst, held)
+    assert worst < 200
 
 
 def test_a_list_item_too_long_to_read_again_still_ends_the_run():

@@ -42,8 +42,9 @@ that takes a few values (``heartbeat ok (latency 7 ms)``): phrases the same but 
 numbers, three or more, are one log line, and do not count as members when the pool is about
 to fire (``measurements``). Nor a song's chorus: three lines or more sung in one order each
 time, a verse between two of its copies, and no more than six copies (``refrain``). A formula
-or a line of code (``a + 4d = 448``, ``text.notation``) is no phrase and no repeat, only a unit
-against the run's coverage: a derivation is not held as a run that could become a pool.
+or a line of code (``a + 4d = 448``, ``text.notation``) is no phrase and no repeat, said again
+or not, only a unit against the run's coverage: a derivation is not held as a run that could
+become a pool, nor an equation restated as a streak of repeats.
 """
 
 from __future__ import annotations
@@ -283,8 +284,9 @@ class PoolRule(Rule):
             elif said and self._barrier is not None and phrase == self._barrier[1]:
                 self._barrier_said = True
             # a long sentence said again is the loop's too: a pool of sentences of several
-            # widths (a block said again) is cut where its repeats began
-            self._repeats.add(said, start)
+            # widths (a block said again) is cut where its repeats began; a formula or code
+            # said again is no such repeat (an equation restated in a derivation)
+            self._repeats.add(said and not notation(phrase), start)
         elif phrase and notation(phrase):
             # a formula or a line of code: no phrase of a pool, and no repeat (an equation
             # restated), but a unit between the run's, against its coverage
@@ -556,10 +558,8 @@ class PoolRule(Rule):
             self._free_tail = tail_start
             return end
         folded = tail.strip().casefold()
-        if notation(folded) and not self._may_say_long_again(normalize_phrase(tail)):
-            # a formula or code: it ends as no phrase, and as no repeat unless it is a long
-            # sentence said again (a longer head begins like fewer of them)
-            return end
+        if notation(folded):
+            return end  # a formula or code: it ends as no phrase and no repeat
         if len(folded) <= HOLD_CHARS and text_width(folded) <= HOLD_CHARS:
             # its phrase is no wider than this (normalising only drops and folds chars)
             return tail_start + (len(tail) - len(tail.lstrip()))
