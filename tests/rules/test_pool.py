@@ -514,16 +514,40 @@ def test_a_restated_equation_is_no_repeat_of_a_streak():
     # back from, 265 chars at worst. A formula said again is no such repeat.
     records = (json.loads(line) for line in HEALTHY.open(encoding="utf-8"))
     text = next(r["text"] for r in records if r["id"] == "sky-t1-aime24-15")
+    assert _pool_hold(text, "reasoning") < 200
+
+
+def _pool_hold(text: str, channel: str) -> int:
+    """The longest stretch the pool rule alone holds back, the text fed in 3-char deltas."""
     detector = StreamDetector(watch="both")
-    channel = detector._channel("reasoning")
-    pool = next(rule for rule in channel._holding_rules if isinstance(rule, PoolRule))
+    rules = detector._channel(channel)
+    pool = next(rule for rule in rules._holding_rules if isinstance(rule, PoolRule))
     worst = 0
     for at in range(0, len(text), 3):
-        assert detector.feed("reasoning", text[at : at + 3]) is None
-        detector.safe_offset("reasoning")
-        held = min(at + 3, len(text)) - pool.safe_offset(channel._win, channel._segmenter)
+        assert detector.feed(channel, text[at : at + 3]) is None
+        detector.safe_offset(channel)
+        held = min(at + 3, len(text)) - pool.safe_offset(rules._win, rules._segmenter)
         worst = max(worst, held)
-    assert worst < 200
+    return worst
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_code_said_again_in_a_fence_counts_against_a_run(channel):
+    # "改为：" (change it to:) before every new version of some code: a phrase that recurs,
+    # then the code again. The fence line is no phrase (``ts`` was one in the reasoning), and
+    # a line of code said again is a unit against the run, not nothing: the run of 改为 was
+    # held through the whole block (343 chars).
+    names = ["identity", "agent", "version", "client", "token", "session", "locale"]
+    code = "".join(f"    const {n} = resolve{n.title()}(region)\n" for n in names)
+    text = (
+        "先读当前的代码：\n```ts\n"
+        + code
+        + "```\n\n改为：\n```ts\n"
+        + code
+        + "    const fallback = fallbackIdentity(region)\n```\n\n然后改调用点，保存之后再读一遍。\n"
+    )
+    assert scan_text(text, channel) == []
+    assert _pool_hold(text, channel) < 150
 
 
 def test_a_list_item_too_long_to_read_again_still_ends_the_run():

@@ -148,9 +148,7 @@ class Segmenter:
 
     def _open_counts(self, win: TextWindow, upto: int) -> bool:
         """Whether the unfinished sentence, up to ``upto``, is prose a sentence rule judges."""
-        if self.in_fence:
-            return False
-        return not self._structural or self._open_kind(win, upto) not in _STRUCTURAL
+        return not self.in_fence and not self._is_structure(self._open_kind(win, upto))
 
     def open_line_counts(self, win: TextWindow, end: int) -> bool:
         """Whether the line being written (up to ``end``) reaches ``on_line`` as a unit when it
@@ -180,6 +178,8 @@ class Segmenter:
         kind = self._line_kind if self._line_kind is not None else self._open_kind(win, end)
         if kind in _NOT_COUNTED or not self._is_structure(kind):
             return False
+        if self.in_fence:
+            return True  # a line of code is a unit between the run's, said before or not
         head = win.slice(self.line_from, end).strip()
         ordered = self._structure_sorted
         at = bisect_left(ordered, head)
@@ -242,16 +242,14 @@ class Segmenter:
         return self._on_clauses(text, begin + len(raw_sentence) - len(raw_sentence.lstrip()), end)
 
     def _counts_in_context(self, win: TextWindow, end: int) -> bool:
-        if self.in_fence:
-            return False
-        return not self._structural or self._line_kind_at(win, end) not in _STRUCTURAL
+        return not self.in_fence and not self._is_structure(self._line_kind_at(win, end))
 
     def _is_structure(self, kind: LineKind) -> bool:
-        """Whether a line of ``kind`` is structure here, no prose unit: a line of code inside a
-        fence in either channel (a model drafts code in its reasoning as in its answer), a
-        list item, table row or quote in the visible text only (reasoning lists its
-        thoughts)."""
-        return self.in_fence or (self._structural and kind in _STRUCTURAL)
+        """Whether a line of ``kind`` is structure here, no prose unit: a fence line or a line
+        of code inside a fence in either channel (a model drafts code in its reasoning as in
+        its answer), a list item, table row or quote in the visible text only (reasoning
+        lists its thoughts)."""
+        return self.in_fence or kind is _FENCE or (self._structural and kind in _STRUCTURAL)
 
     def _end_line(self, win: TextWindow, end: int) -> Hit | None:
         line_from = max(self.line_from, end - 1 - LONG_UNIT)
@@ -271,11 +269,16 @@ class Segmenter:
         start = line_from + len(raw_line) - len(raw_line.lstrip())
         if counted and self._on_line is not None:
             hit = self._on_line(line, start, end)
-        elif not counted and kind not in _NOT_COUNTED and (clipped or self._new_structure(line)):
+        elif (
+            not counted
+            and kind not in _NOT_COUNTED
+            and (clipped or self.in_fence or self._new_structure(line))
+        ):
             # A new line of structure with words in it (a list item, a table row): no unit of
             # the phrase and line rules, but it comes between the units of the run they hold
             # back (a heading, then a list), and a long one ends that run. One said again is
-            # loop-like: it breaks nothing. A clipped line is new by its length alone.
+            # loop-like: it breaks nothing. A clipped line is new by its length alone, and a
+            # line of code always counts (code repeats lines: old and new versions of it).
             if self._on_sentence is not None:
                 hit = self._on_sentence(STRUCTURE_LINE, start, end) or hit
             if self._on_line is not None:
