@@ -6,6 +6,7 @@ import random
 
 import pytest
 from tests.detect_helpers import PREAMBLE, stream
+from tests.support import loopgen
 
 from looprescue.detect import scan_text
 
@@ -160,6 +161,14 @@ def test_an_answer_key_whose_answers_repeat_a_few_times_in_a_row():
     key = "".join(f"Statement {n}: {a}.\n" for n, a in enumerate(answers, 1))
     for channel in ("text", "reasoning"):
         assert scan_text("Going through each statement.\n" + key, channel) == [], channel
+
+
+def test_a_countdown_found_two_lines_a_copy_is_still_an_enumeration():
+    # The matrix found a countdown whose run the periodic rule followed at two lines a copy,
+    # then judged a block restated with new numbers (the one-line index check never ran).
+    case = loopgen.make("countdown", 111, "en", "space", "reasoning")
+    assert scan_text(case.text, "reasoning") == []
+    assert stream(case.text, "reasoning", sizes=(1,)) is None
 
 
 def test_a_numbered_list_of_nothing_but_numbers():

@@ -33,6 +33,7 @@ and tracked by ``rules/periodic.py``, which hosts this rule and ``cycle``.
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 from typing import Final
 
@@ -62,6 +63,7 @@ from looprescue.detect.text import LineKind, classify_line, counter_label
 # A renumbered list item at least this wide (``shape.text_width``) is a sentence, not an answer
 # word: copies of it are a block restated (``cycleBlockRepeats``).
 SENTENCE_ITEM_WIDTH: Final = 40
+_NUMBER_RUN: Final = re.compile(r"[0-9]+")
 # Copies a one-line template is judged on when it may be a log's line: over this many, a number
 # read off a log (a latency, a queue depth, a download's percent) rises twice and falls twice
 # nearly whatever its values (a fair coin fails that once in 170 runs of 11 steps).
@@ -203,26 +205,32 @@ def a_reading(numbers: NumbersByLine, win: TextWindow, latest: int, unit: int, c
 
 
 def numbered_lines(win: TextWindow, spans: list[tuple[int, int]]) -> bool:
-    """Whether the copies of a block are lines that each open with a label counting up by one
-    from line to line (``Statement 33: true.``, ``Statement 34: false.``): an answer key
-    whose answers happen to repeat a few times in a row, not a block restated (whose copies
-    carry one number each: ``### Step 9`` and its paragraph)."""
+    """Whether the copies of a block are lines each of which is an item of a list: lines that
+    open with a label counting up by one (``Statement 33: true.``, ``Statement 34: false.``:
+    an answer key whose answers happen to repeat a few times in a row), or one line said with
+    a number that counts up or down by one step (a countdown whose run was found two lines a
+    copy). A block restated carries one number a copy (``### Step 9`` and its paragraph)."""
     if not spans:
         return False
     # the copies are one stretch of text; a copy need not begin at a line's start, so the
     # stretch's first and last lines may be parts of lines
-    lines = win.slice(spans[0][0], spans[-1][1]).split("\n")[1:-1]
-    numbers: list[int] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        number = counter_label(line)
-        if number is None:
-            return False
-        numbers.append(number)
-    return len(numbers) >= len(spans) + 1 and all(
-        later - earlier == 1 for earlier, later in pairwise(numbers)
-    )
+    lines = [ln for ln in win.slice(spans[0][0], spans[-1][1]).split("\n")[1:-1] if ln.strip()]
+    if len(lines) < len(spans) + 1:
+        return False
+    labels = [counter_label(line) for line in lines]
+    if all(label is not None for label in labels) and all(
+        later - earlier == 1
+        for earlier, later in pairwise(labels)  # type: ignore[operator]
+    ):
+        return True
+    if len({_NUMBER_RUN.sub("#", line) for line in lines}) != 1:
+        return False
+    rows = [[int(n) for n in numbers_of(line)] for line in lines]
+    for position in range(min(len(row) for row in rows)):
+        steps = {later[position] - earlier[position] for earlier, later in pairwise(rows)}
+        if len(steps) == 1 and steps.pop() != 0:
+            return True  # an index: it counts up or down by one step
+    return False
 
 
 def is_counter_loop(
