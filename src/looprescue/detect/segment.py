@@ -171,10 +171,11 @@ class Segmenter:
 
     def open_structure_is_new(self, win: TextWindow, end: int) -> bool:
         """Whether the line being written (up to ``end``) reaches the sentence and line rules
-        as a new ``STRUCTURE_LINE`` when it ends: a list item, table row, quote or fenced line
-        that begins like no remembered one. Asked of a line long enough that its first chars
-        settle its kind; by the kind the segmenter already judged when it has (a line it read
-        as prose hands its sentences on as it goes, and is no structure line to them)."""
+        as a new ``STRUCTURE_LINE`` when it ends: a list item, table row or quote that begins
+        like no remembered one, or any line of code in a fence. Asked of a line long enough
+        that its first chars settle its kind; by the kind the segmenter already judged when it
+        has (a line it read as prose hands its sentences on as it goes, and is no structure
+        line to them)."""
         kind = self._line_kind if self._line_kind is not None else self._open_kind(win, end)
         if kind in _NOT_COUNTED or not self._is_structure(kind):
             return False

@@ -12,8 +12,8 @@ Not a loop: refrains, checklists and logs with a recurring short line: they repe
 window but recover, and the two-window confirmation is what keeps them from firing. Nor a
 derivation whose short word lines recur (``So:``): a formula or a line of code
 (``text.notation``) is no line of a run, only one against it. Long lines (a median over
-``linesMaxMedianChars``) are prose or data, and in the visible text list items, table rows,
-quotes and fenced code are structure the segmenter never hands to this rule.
+``linesMaxMedianChars``) are prose or data; fenced code in either channel, and in the visible
+text list items, table rows and quotes, are structure the segmenter never hands to this rule.
 
 Prune point: where the batch of duplicated lines first appeared (``UnitRun.onset``), among the
 lines no longer than the median limit. A line of more than twice the limit ends the run (a new

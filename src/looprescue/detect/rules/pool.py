@@ -99,6 +99,11 @@ LONG_MEMORY: Final = 64
 PHRASES_REMEMBERED: Final = 256
 
 
+def window_keys(recent: deque[tuple[str | None, int, str]], size: int) -> list[str | None]:
+    """The keys of the last ``size`` recent units, newest first."""
+    return [unit[0] for unit in islice(reversed(recent), size)]
+
+
 # A line said with a number that varies (``heartbeat ok (latency 7 ms)``, then ``4 ms``) is one
 # line of a log, however few values the number takes: phrases the same but for their numbers,
 # this many of them or more, are no rotation of phrases (numbers that move on are the counter
@@ -107,13 +112,15 @@ MEASURED_VALUES: Final = 3
 _NUMBER: Final = re.compile(r"[0-9]+")
 
 
-# Labelled units counting up from a batch's onset, at least this many, are an enumeration.
-ENUMERATED_ITEMS: Final = 3
-
-
-def window_keys(recent: deque[tuple[str | None, int, str]], size: int) -> list[str | None]:
-    """The keys of the last ``size`` recent units."""
-    return [unit[0] for unit in islice(reversed(recent), size)]
+def measurements(phrases: Iterable[str]) -> set[str]:
+    """The phrases that are one line of words with a number that varies (see MEASURED_VALUES)."""
+    by_line: dict[str, list[str]] = {}
+    for phrase in phrases:
+        if _NUMBER.search(phrase) is not None:
+            line = _NUMBER.sub("#", phrase)
+            if any(c.isalpha() for c in line):
+                by_line.setdefault(line, []).append(phrase)
+    return {p for same in by_line.values() if len(same) >= MEASURED_VALUES for p in same}
 
 
 # A refrain has at least this many lines, at least once this many new lines (a verse) between
@@ -151,15 +158,8 @@ def refrain(members: set[str], keys: list[str | None]) -> bool:
     return verse >= VERSE_LINES
 
 
-def measurements(phrases: Iterable[str]) -> set[str]:
-    """The phrases that are one line of words with a number that varies (see MEASURED_VALUES)."""
-    by_line: dict[str, list[str]] = {}
-    for phrase in phrases:
-        if _NUMBER.search(phrase) is not None:
-            line = _NUMBER.sub("#", phrase)
-            if any(c.isalpha() for c in line):
-                by_line.setdefault(line, []).append(phrase)
-    return {p for same in by_line.values() if len(same) >= MEASURED_VALUES for p in same}
+# Labelled units counting up from a batch's onset, at least this many, are an enumeration.
+ENUMERATED_ITEMS: Final = 3
 
 
 class PoolRule(Rule):
@@ -346,11 +346,7 @@ class PoolRule(Rule):
                 onset = streak
             if onset is not None and self._wide(onset, end) >= self._min_chars:
                 keys = window_keys(recent, self._window_size)
-                if not (
-                    self._log_lines(members, keys, self._need)
-                    or refrain(members, keys)
-                    or self._enumerated(onset, members)
-                ):
+                if not self._no_pool(members, keys, self._need, onset):
                     return self._hit(onset, end, members, batch)
         elif key is not None:
             return self._young_batch(end)
@@ -374,11 +370,7 @@ class PoolRule(Rule):
                 onset = self._run.onset(members)
                 if onset is not None and self._wide(onset, end) >= self._min_chars:
                     keys = self._run.keys()[::-1]  # newest first
-                    if not (
-                        self._log_lines(members, keys, self._coverage * units)
-                        or refrain(members, keys)
-                        or self._enumerated(onset, members)
-                    ):
+                    if not self._no_pool(members, keys, self._coverage * units, onset):
                         return self._hit(onset, end, members, True)
         return self._young_streak(end)
 
@@ -417,19 +409,27 @@ class PoolRule(Rule):
                 varied = varied or written.setdefault(key, sentence) != sentence
         if not varied or not self._young(covered, units, len(members)):
             return None
-        if (
-            self._log_lines(members, keys, self._coverage * units)
-            or refrain(members, keys)
-            or self._enumerated(streak, members)
-        ):
+        if self._no_pool(members, keys, self._coverage * units, streak):
             return None
         return self._hit(streak, end, members, False)
 
+    def _no_pool(self, members: set[str], keys: list[str | None], need: float, onset: int) -> bool:
+        """Whether what would fire from ``onset`` is healthy text that repeats short units:
+        a log line with a varying number, a song's chorus, an enumeration of short answers.
+        Asked only of a pool about to fire (``keys``: the units judged, newest first;
+        ``need``: the recurring units they must hold)."""
+        return (
+            self._log_lines(members, keys, need)
+            or refrain(members, keys)
+            or self._enumerated(onset, members)
+        )
+
     def _enumerated(self, since: int, members: set[str]) -> bool:
         """Whether the units from ``since`` on are an enumeration of short answers: every
-        member's unit opens with a counter label, and the labels count up by one (``Statement
-        12: true.``, ``Statement 13: false.``; an answer key, a schedule). Only the request can
-        bound such a list (``overrun``, ``counted``); a loop's labels stay or jump about."""
+        member's unit opens with a counter label, and the labels count up by one
+        (``Statement 12: true.``, ``Statement 13: false.``; an answer key, a schedule). Only
+        the request can bound such a list (``overrun``, ``counted``); a loop's labels stay or
+        jump about."""
         numbers: list[int] = []
         for key, start, sentence in self._recent:
             if start < since:
