@@ -217,10 +217,14 @@ def numbered_lines(win: TextWindow, spans: list[tuple[int, int]]) -> bool:
     lines = [ln for ln in win.slice(spans[0][0], spans[-1][1]).split("\n")[1:-1] if ln.strip()]
     if len(lines) < len(spans) + 1:
         return False
-    labels = [counter_label(line) for line in lines]
-    if all(label is not None for label in labels) and all(
-        later - earlier == 1
-        for earlier, later in pairwise(labels)  # type: ignore[operator]
+    labels: list[int] = []
+    for line in lines:
+        label = counter_label(line)
+        if label is None:
+            break
+        labels.append(label)
+    if len(labels) == len(lines) and all(
+        later - earlier == 1 for earlier, later in pairwise(labels)
     ):
         return True
     if len({_NUMBER_RUN.sub("#", line) for line in lines}) != 1:
