@@ -66,7 +66,7 @@ SENTENCE_ITEM_WIDTH: Final = 40
 _NUMBER_RUN: Final = re.compile(r"[0-9]+")
 # Copies a one-line template is judged on when it may be a log's line: over this many, a number
 # read off a log (a latency, a queue depth, a download's percent) rises twice and falls twice
-# nearly whatever its values (a fair coin fails that once in 170 runs of 11 steps).
+# nearly whatever its values (a fair coin fails that once in 85 runs of 11 steps).
 READING_COPIES: Final = 12
 READING_TURNS: Final = 2
 # A counter template with at most this many letters (a CJK char counted as two) is a chant of
@@ -132,6 +132,16 @@ def counter_copies_needed(cfg: DetectorConfig, unit: str, shape: str) -> float:
     return max(cfg.counterMinRepeats, copies_needed(cfg, unit, Content.WORDS) + 1)
 
 
+def has_index(rows: list[list[int]]) -> bool:
+    """Whether some number of the rows (the numbers of consecutive copies, oldest first) is an
+    index: it counts up or down by one step (a countdown is as orderly as a count)."""
+    for position in range(min(len(row) for row in rows)):
+        steps = {later[position] - earlier[position] for earlier, later in pairwise(rows)}
+        if len(steps) == 1 and steps.pop() != 0:
+            return True
+    return False
+
+
 def not_an_enumeration(
     numbers: NumbersByLine, win: TextWindow, spans: list[tuple[int, int]]
 ) -> bool:
@@ -146,12 +156,7 @@ def not_an_enumeration(
         results = [numbers_of(t.rsplit("=", 1)[1]) for t in texts if "=" in t]
         if len(results) == len(texts) and results[0] and all(r == results[0] for r in results):
             return True
-    rows = [numbers.values(win, span) for span in spans]
-    for position in range(min(len(row) for row in rows)):
-        steps = {rows[k + 1][position] - rows[k][position] for k in range(len(rows) - 1)}
-        if len(steps) == 1 and steps.pop() != 0:
-            return False  # an index: it counts up or down by one step
-    return True
+    return not has_index([numbers.values(win, span) for span in spans])
 
 
 def counter_shape_ready(
@@ -229,12 +234,7 @@ def numbered_lines(win: TextWindow, spans: list[tuple[int, int]]) -> bool:
         return True
     if len({_NUMBER_RUN.sub("#", line) for line in lines}) != 1:
         return False
-    rows = [[int(n) for n in numbers_of(line)] for line in lines]
-    for position in range(min(len(row) for row in rows)):
-        steps = {later[position] - earlier[position] for earlier, later in pairwise(rows)}
-        if len(steps) == 1 and steps.pop() != 0:
-            return True  # an index: it counts up or down by one step
-    return False
+    return has_index([[int(n) for n in numbers_of(line)] for line in lines])
 
 
 def is_counter_loop(
