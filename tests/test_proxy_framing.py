@@ -303,16 +303,26 @@ KNOWN_METHODS = frozenset(
 )
 
 
+def _line_end(body: bytes, pos: int) -> tuple[int, bool] | None:
+    """Where the line from ``pos`` ends (its LF) and whether that LF is bare; None when no
+    line ends."""
+    end = body.find(b"\n", pos)
+    if end < 0:
+        return None
+    return end, end == pos or body[end - 1 : end] != b"\r"
+
+
 def _bare_lf_in_chunked_framing(body: bytes) -> bool:
     """Whether a line of the chunked coding (a size line, the CRLF after a chunk's data, a
     trailer line or the blank line that ends them) ends at a bare LF: h11 takes it, the server
     ends a line only at CRLF, as in the head (see above)."""
     pos = 0
     while True:
-        end = body.find(b"\n", pos)
-        if end < 0:
+        line = _line_end(body, pos)
+        if line is None:
             return False
-        if end == pos or body[end - 1 : end] != b"\r":
+        end, bare = line
+        if bare:
             return True
         try:
             size = int(body[pos : end - 1].split(b";")[0], 16)
@@ -326,10 +336,11 @@ def _bare_lf_in_chunked_framing(body: bytes) -> bool:
         pos += 2
     pos = end + 1  # trailer lines, then the blank one
     while True:
-        end = body.find(b"\n", pos)
-        if end < 0:
+        line = _line_end(body, pos)
+        if line is None:
             return False
-        if end == pos or body[end - 1 : end] != b"\r":
+        end, bare = line
+        if bare:
             return True
         if end == pos + 1:
             return False
