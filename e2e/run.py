@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -111,6 +112,9 @@ class Result:
     attempts: list[str]  # per upstream request: tokens and finish (s stop, l length)
     marker_text: str = ""
     notes: list[str] = field(default_factory=list)
+    # chars/s the model wrote the first answer at: with a hold bound, the slower the model,
+    # the more of a loop's text passes the bound before the loop is confirmed
+    pace: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -349,6 +353,7 @@ def judge(
         attempts=[f"{e.tokens}{(e.finish_reason or '?')[0]}" for e in exchanges],
         marker_text=text[marker_at : text.find("\n", marker_at)] if marker_at >= 0 else "",
         notes=notes,
+        pace=exchanges[0].chars_per_s if exchanges else None,
     )
 
 
@@ -521,6 +526,12 @@ def main(argv: list[str] | None = None) -> int:
         f"tokens {tokens_proxy} through the proxy vs {tokens_direct} direct"
     )
     print(f"first attempts that stream the direct answer: {same_start}/{len(results)}")
+    paces = sorted(r.pace for r in results if r.pace is not None)
+    if paces:
+        print(
+            f"model pace (first answers): median {statistics.median(paces):.0f} chars/s, "
+            f"{paces[0]:.0f} to {paces[-1]:.0f}"
+        )
     return 0 if results and passed == len(results) else 1
 
 

@@ -36,6 +36,17 @@ class Exchange:
     finish_reason: str | None = None
     text: list[str] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
+    # monotonic times of the first and the last streamed piece of text
+    first_at: float | None = None
+    last_at: float | None = None
+
+    @property
+    def chars_per_s(self) -> float | None:
+        """How fast the model wrote this response, first piece to last: the hold bound
+        (``holdMaxMs``) lets more of a loop through the slower the model writes."""
+        if self.first_at is None or self.last_at is None or self.last_at <= self.first_at:
+            return None
+        return sum(len(piece) for piece in self.text[1:]) / (self.last_at - self.first_at)
 
 
 class Tap:
@@ -163,6 +174,10 @@ class Tap:
             return
         content = (choice.get("delta") or {}).get("content")
         if content:
+            now = time.monotonic()
+            if exchange.first_at is None:
+                exchange.first_at = now
+            exchange.last_at = now
             exchange.chunks += 1
             exchange.text.append(content)
         if choice.get("finish_reason"):
