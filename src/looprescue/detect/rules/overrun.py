@@ -158,12 +158,13 @@ class OverrunRule(Rule):
 
 
 def next_item_start(win: TextWindow, after: int, end: int) -> int:
-    """Where text after ``after`` could already be the next item: the start of a number still
-    being written at the end, or of a short line without digits that its number may end."""
+    """Where text after ``after`` could already be the next item: the start of the item whose
+    number is still being written at the end, or of a short line without digits that its
+    number may end."""
     text = win.slice(max(after, win.base), end)
     digits = len(text) - len(text.rstrip("0123456789"))
     if digits:
-        return end - digits
+        return max(after, item_start(win, end - digits))
     newline = text.rfind("\n")
     if newline >= 0 and len(text) - newline - 1 <= ITEM_PREFIX:
         line = text[newline + 1 :]
