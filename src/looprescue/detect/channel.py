@@ -71,6 +71,9 @@ class ChannelDetector:
         # Held text: two maximal periods (a run is compared one period back, and new periods are
         # searched one period back) plus room for a paragraph probe.
         keep = 2 * cfg.cycleMaxPeriod + cfg.paragraphMinChars + 4 * STRIDE
+        # numbers a counter's copies may change: a line before its loop that changed more is
+        # no near-copy of it
+        self._counter_moves = cfg.counterMaxChangingNumbers
         self._win = TextWindow(keep)
         rules = build_rules(
             RuleContext(channel, cfg, asked, correction, shown, shown_loop, asked_up_to)
@@ -161,7 +164,7 @@ class ChannelDetector:
             if hit is not None:
                 hit = self._settle(hit)
             self.hit = (
-                extend_over_near_copies(win, hit, self._segmenter.fenced)
+                extend_over_near_copies(win, hit, self._segmenter.fenced, self._counter_moves)
                 if hit is not None
                 else None
             )
@@ -179,7 +182,9 @@ class ChannelDetector:
                     break
         if hit is None:
             return None
-        return extend_over_near_copies(win, self._settle(hit), segmenter.fenced)
+        return extend_over_near_copies(
+            win, self._settle(hit), segmenter.fenced, self._counter_moves
+        )
 
     def _settle(self, hit: Hit) -> Hit:
         """The hit as the rule that made it settles it, given the other rules."""

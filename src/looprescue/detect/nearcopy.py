@@ -106,10 +106,13 @@ _DIGITS: Final = re.compile(r"[0-9]+")
 TWO_EDITS_MIN_TOKENS: Final = 10
 
 
-def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], bool]) -> Hit:
+def extend_over_near_copies(
+    win: TextWindow, hit: Hit, fenced: Callable[[int], bool], counter_moves: int = 2
+) -> Hit:
     """``hit`` with its onset moved back over the near-copies right before it (and nothing of
     the loop kept), or ``hit`` itself when the segment before its onset is no near-copy.
-    ``fenced(offset)`` tells whether a raw offset is inside a code fence."""
+    ``fenced(offset)`` tells whether a raw offset is inside a code fence; ``counter_moves``
+    is how many numbers a counter's copies may change (``counterMaxChangingNumbers``)."""
     if hit.rule not in PERIODIC_RULES:
         return hit  # a pool or lines rule already found where its batch first appeared
     start = hit.loop_start
@@ -138,6 +141,12 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
         if dense is not hit:
             return dense
     exact = {tuple(t) for t in loop}
+    # A counter's copies change a few numbers each: a line the same but for more of them (a
+    # table row or a log line that moved on before the model got stuck) is data, no copy.
+    counted: dict[tuple[str, ...], str] = {}
+    if hit.rule == "counter":
+        for segment in in_loop:
+            counted.setdefault(tuple(_tokens(segment)), segment)
     # A line can hold several of the loop's sentences ("A。A。A。" before "A。⏎⏎A。⏎⏎"):
     # lines are then also compared sentence by sentence (tokenised when first needed).
     sentences: list[list[str]] = []
@@ -167,6 +176,9 @@ def extend_over_near_copies(win: TextWindow, hit: Hit, fenced: Callable[[int], b
             prose = not fenced(offset) and not _CODE.search(segment)
             whole = not (walked == 0 and partial)  # the segment is all there is of it
             if whole and tuple(tokens) in exact:
+                like = counted.get(tuple(tokens))
+                if like is not None and _numbers_apart(segment, like) > counter_moves:
+                    break
                 onset, first_copy = offset, len(segment)
                 continue
             if whole and prose and _near_any(tokens, loop):

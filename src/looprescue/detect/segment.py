@@ -308,6 +308,12 @@ class Segmenter:
         """Whether the char at ``offset`` (already scanned) lies inside a ``` fence."""
         return (bisect_right(self._fence_marks, offset) + self._fence_parity) % 2 == 1
 
+    def fence_open_since(self, offset: int) -> bool:
+        """Whether the char at ``offset`` lies inside a ``` fence that no line scanned since
+        has closed: all text from ``offset`` on is code."""
+        marks = self._fence_marks
+        return self.in_fence and (not marks or marks[-1] <= offset)
+
     def forget_fences_before(self, offset: int) -> None:
         marks = self._fence_marks
         if not marks or marks[0] > offset:

@@ -237,6 +237,17 @@ def numbered_lines(win: TextWindow, spans: list[tuple[int, int]]) -> bool:
     return has_index([[int(n) for n in numbers_of(line)] for line in lines])
 
 
+def changes_allowed(cfg: DetectorConfig, shape: str) -> int:
+    """Numbers a counter's copies may change on a line against the copy before: a table row
+    only its row number, a renumbered item any (its content is gone), else
+    ``counterMaxChangingNumbers``."""
+    if shape == "table":
+        return 1
+    if shape == "renumbered":
+        return 1 << 30
+    return cfg.counterMaxChangingNumbers
+
+
 def is_counter_loop(
     cfg: DetectorConfig,
     shape: str,
@@ -253,8 +264,7 @@ def is_counter_loop(
     only the row number of a table row, an item that is no enumeration and no log's line, a
     renumbered item whose content is gone."""
     return (
-        (changes <= cfg.counterMaxChangingNumbers or shape == "renumbered")
-        and (shape != "table" or changes == 1)
+        changes <= changes_allowed(cfg, shape)
         and (
             shape != "item"
             or (

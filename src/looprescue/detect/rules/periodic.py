@@ -67,6 +67,7 @@ from looprescue.detect.period import (
 from looprescue.detect.recurrence import SuffixIndex
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
 from looprescue.detect.rules.counter import (
+    changes_allowed,
     counter_copies_needed,
     counter_shape,
     counter_shape_ready,
@@ -75,9 +76,13 @@ from looprescue.detect.rules.counter import (
 from looprescue.detect.rules.cycle import cycle_ready, phrase_batch
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import Content, content_of
+from looprescue.detect.suffix_hold import SuffixHold
 from looprescue.detect.text import mask_digits
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
+# A recurring suffix this short is held back as it is: most are a few chars that recur by
+# chance ("the "), and narrowing them to what a rule could cut would cost more than it lets go.
+NARROW_FROM: Final = 24
 
 
 class PeriodicRule(Rule):
@@ -126,6 +131,12 @@ class PeriodicRule(Rule):
         # the run of one char the raw text ends with: the char, where it begins, and how far
         # the text was read for it
         self._run_char, self._run_from, self._run_scanned = "", 0, 0
+        # narrows the hold to what cycle or counter could still cut of the recurring suffix
+        self._hold = SuffixHold(cfg)
+        # counter runs walked back for where their copies began changing few numbers: by
+        # (first copy, unit), the latest copy walked from and where the counter begins
+        self._counted: dict[tuple[int, int], tuple[int, int]] = {}
+        self._fenced: Segmenter | None = None
 
     # -- checkpoint ---------------------------------------------------------------------------
     def at_checkpoint(
@@ -316,8 +327,34 @@ class PeriodicRule(Rule):
                 cfg, shape, changes, self._copy_numbers, win, spans, latest, unit, int(copies)
             )
         ):
+            # A counter's copies change a few numbers: lines before them that changed more (a
+            # log, a table that moved on until the model got stuck) are no part of its loop.
+            begun = self._counted_from(win, onset, latest, unit, changes_allowed(cfg, shape))
+            if begun > onset:
+                return self._judge_stretch(win, begun, unit, end, cp, fences, exact)
             return self._hit(win, "counter", first, onset, unit, end, cp, text, in_fence)
         return None
+
+    def _counted_from(self, win: TextWindow, onset: int, latest: int, unit: int, most: int) -> int:
+        """Folded offset of the earliest copy from which every copy changed at most ``most``
+        numbers on a line against the one before it, walking back from the copy at ``latest``
+        to the one at ``onset``. A run is judged at every checkpoint: the pairs of copies
+        walked are remembered by the run's first copy, so each pair is compared once."""
+        key = (onset, unit)
+        walked, begun = self._counted.get(key, (onset, onset))
+        at = latest
+        floor = max(walked, onset, win.fbase + unit)
+        while at > floor:
+            older = (win.raw_of(at - unit), win.raw_of(at))
+            newer = (older[1], win.raw_of(at + unit))
+            if self._copy_numbers.changes(win, newer, older) > most:
+                begun = at  # the newest pair that changed more: the counter begins after it
+                break
+            at -= unit
+        if len(self._counted) >= FACTS_REMEMBERED:
+            self._counted.clear()
+        self._counted[key] = (latest, begun)
+        return begun
 
     def _facts_of(self, text: str) -> UnitFacts:
         """What the shape of one copy says, remembered by its text with digits masked: a run is
@@ -403,6 +440,7 @@ class PeriodicRule(Rule):
         search. Inside a run it still recurs at the lag it did (one comparison); otherwise the
         places its last three chars occurred before are tried, nearest first (``SuffixIndex``:
         a call costs the chars it indexes and those places, not a scan of the period range)."""
+        self._fenced = segmenter
         held = min(self._suffix_offset(win), self._digit_run_offset(win))
         if self._broken_from is not None:
             if self._last >= self._broken_until:
@@ -449,7 +487,7 @@ class PeriodicRule(Rule):
             # Still recurring where it did last time (always the case inside a loop): the
             # suffix is as long as it can be, and no search is needed.
             self._suffix = bound
-            return win.raw_of(end - bound)
+            return self._held(win, bound, lag)
 
         good, lag = self._recurring_suffix(win, bound)
         if good < hold_min:
@@ -465,14 +503,23 @@ class PeriodicRule(Rule):
             # delta can end a copy and break the run at once)
             and previous + grown(folded, previous_end - win.fbase, e, previous_lag) >= broken_min
         ):
-            # a run of two copies or more stopped recurring: the next checkpoint judges it
-            start = win.raw_of(previous_end - previous)
+            # a run of two copies or more stopped recurring: the next checkpoint judges it,
+            # from where its hold began
+            start = max(win.raw_of(previous_end - previous), self._hold.returned)
             if self._broken_from is None or start < self._broken_from:
                 self._broken_from = start
             self._broken_until = max(self._broken_until, end)
         if good < max(1, hold_min):
             return win.synced
-        return win.raw_of(end - good)
+        return self._held(win, good, lag)
+
+    def _held(self, win: TextWindow, good: int, lag: int) -> int:
+        """Raw offset from which the recurring suffix (``good`` folded chars at ``lag``) is
+        held: as much of it as cycle or counter could still cut (``suffix_hold.py``)."""
+        segmenter = self._fenced
+        if segmenter is None or lag <= 0 or good <= NARROW_FROM:
+            return win.raw_of(win.fend - good)  # (a few chars: not worth the reading)
+        return self._hold.held_from(win, good, lag, self._facts_of, segmenter, self._copy_numbers)
 
     def _recurring_suffix(self, win: TextWindow, bound: int) -> tuple[int, int]:
         """The longest suffix of the folded text (``bound`` chars at most) that ended before,
