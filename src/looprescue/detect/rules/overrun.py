@@ -163,14 +163,15 @@ def next_item_start(win: TextWindow, after: int, end: int) -> int:
     number may end."""
     text = win.slice(max(after, win.base), end)
     digits = len(text) - len(text.rstrip("0123456789"))
-    if digits:
-        return max(after, item_start(win, end - digits))
-    newline = text.rfind("\n")
-    if newline >= 0 and len(text) - newline - 1 <= ITEM_PREFIX:
-        line = text[newline + 1 :]
+    # the line's text before them: held from its start while it could be an item's prefix,
+    # the same with its number begun as without (the watermark never moves back)
+    head = text[: len(text) - digits]
+    newline = head.rfind("\n")
+    if newline >= 0 and len(head) - newline - 1 <= ITEM_PREFIX:
+        line = head[newline + 1 :]
         if not _A_DIGIT.search(line):
-            return end - len(line)
-    return end
+            return end - digits - len(line)
+    return end - digits
 
 
 def item_start(win: TextWindow, at: int) -> int:
