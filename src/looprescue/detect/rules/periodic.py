@@ -518,7 +518,8 @@ class PeriodicRule(Rule):
         held: as much of it as cycle or counter could still cut (``suffix_hold.py``)."""
         segmenter = self._fenced
         if segmenter is None or lag <= 0 or good <= NARROW_FROM:
-            return win.raw_of(win.fend - good)  # (a few chars: not worth the reading)
+            # a few chars: not worth the reading (but what a longer suffix let go stays out)
+            return max(win.raw_of(win.fend - good), self._hold.returned)
         return self._hold.held_from(win, good, lag, self._facts_of, segmenter, self._copy_numbers)
 
     def _recurring_suffix(self, win: TextWindow, bound: int) -> tuple[int, int]:
