@@ -164,6 +164,8 @@ def test_scattered_numbers_keep_the_chains_bounded() -> None:
         ("Print the numbers 1 to 5000.", 5000),
         ("List fifty US states.", 50),
         ("写出三十个编号。", 30),
+        ("把第1到第60号的说明写出来", 60),  # a number right against Chinese words
+        ("在2024年发布了3个版本", 3),
         ("In 2024 we shipped 3 releases.", 3),  # a year is no count
         ("Upgrade to version 3.14.", 0),  # nor a version
     ],

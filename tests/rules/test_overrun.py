@@ -163,6 +163,8 @@ def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
         ("Write ten stubs.", ((1, 10),)),
         ("请写出30个用户编号。", ((1, 30),)),
         ("列出二十条建议", ((1, 20),)),
+        ("给我的小说列一个10章的章节目录。", ((1, 10),)),  # chapters, days: items of a list
+        ("帮我制定一个21天早起计划。", ((1, 21),)),
         ("I have 3 cats and 2 dogs.", ()),  # too few to bound a list
         ("In 2024 there were storms.", ()),  # a year
         ("Explain it in 10 to 12 words.", ()),  # a range too short, a length

@@ -47,10 +47,11 @@ _EN_COUNT: Final = re.compile(
     r"(?:[a-z][\w-]*\s+)?[a-z][\w-]*",
     re.IGNORECASE,
 )
-# 30个, 二十条, 一百行: a Chinese count and its measure word.
+# 30个, 二十条, 一百行, 10章, 21天: a Chinese count and its measure word, items a list is made
+# of (a plan's days and weeks, as "30 days" is in English). An ordinal (第30天) is no count.
 _ZH_COUNT: Final = re.compile(
-    r"(?<![\d.])(?P<n>\d{1,6}|[一两二三四五六七八九]?十[一二三四五六七八九]?|[一两二三四五六七八九]百)"
-    r"\s*[个条行项份道种句首位名段篇则组张]"
+    r"(?<![\d.第])(?P<n>\d{1,6}|[一两二三四五六七八九]?十[一二三四五六七八九]?|[一两二三四五六七八九]百)"
+    r"\s*[个条行项份道种句首位名段篇则组张章节课集回讲题步关幕天周]"
 )
 
 
@@ -72,8 +73,11 @@ def _counts(text: str) -> list[int]:
     return found
 
 
+# Bounded by ASCII letters and digits only: Chinese writes a number right against the words
+# around it (写21天的计划), and those are word chars to ``\w``.
 _ANY_NUMBER: Final = re.compile(
-    r"(?<![\w.])(?:\d{1,6}|" + "|".join(_EN_NUMBERS) + r")(?![\w]|\.\d)", re.IGNORECASE
+    r"(?<![0-9A-Za-z_.])(?:\d{1,6}|" + "|".join(_EN_NUMBERS) + r")(?![0-9A-Za-z_]|\.\d)",
+    re.IGNORECASE,
 )
 
 
