@@ -65,6 +65,22 @@ MUTATIONS = {
         ("asked_list", range(8), "zh", ("none",), "text"),
         False,
     ),
+    # drift reads a CJK char as a token: without it a Chinese paragraph has too few to count
+    "drift CJK tokens": (
+        "rules/drift.py",
+        '|[\\u3040-\\u30ff\\u4e00-\\u9fff]"',
+        '"',
+        ("drifting", range(3), "zh", ("blank", "newline"), "reasoning"),
+        False,
+    ),
+    # paragraphs that say other numbers are cases, not copies: widened, they are a loop
+    "drift numbers guard": (
+        "rules/drift.py",
+        "o.numbers == numbers and (o.text == body or _near(paragraph, o))",
+        "(o.text == body or _near(paragraph, o))",
+        ("parallel_cases", range(3), "zh", ("blank", "newline"), "reasoning"),
+        False,
+    ),
     # a counted template's copies must be equal but for the counter: widened, a long list of
     # new items is cut as one
     "counted template guard": (

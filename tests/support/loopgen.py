@@ -470,6 +470,54 @@ def alternating(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+_EN_HEDGES = ["usually", "often", "mostly", "always", "still", "now"]
+_ZH_HEDGES = ["通常", "一般", "往往", "总是", "仍然", "现在"]
+
+
+def _hedged(rng: random.Random, lang: str, n: int) -> list[str]:
+    """``n`` sentences a copy may open with another hedge word."""
+    return _distinct_sentences(rng, lang, n)
+
+
+def _hedge(sentence: str, word: int) -> str:
+    if "。" in sentence:
+        return _ZH_HEDGES[word] + "，" + sentence
+    return _EN_HEDGES[word].capitalize() + ", " + sentence[0].lower() + sentence[1:]
+
+
+def drifting(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A block of one to four paragraphs said again and again, each copy with a hedge word
+    swapped in one of its paragraphs (``usually`` for ``often``, ``通常`` for ``一般``): a
+    model sampling at some temperature loops without repeating itself char for char."""
+    paras = [_hedged(rng, lang, rng.randint(2, 3)) for _ in range(rng.randint(1, 4))]
+    words = [[rng.randrange(len(_EN_HEDGES)) for _ in p] for p in paras]
+    gap = "\n" if sep == "newline" else "\n\n"
+
+    def render() -> str:
+        texts = [
+            _join_prose([_hedge(sentence, w) for sentence, w in zip(para, picks, strict=True)])
+            for para, picks in zip(paras, words, strict=True)
+        ]
+        return gap.join(texts) + gap
+
+    copies = [render()]
+    while sum(width(c) for c in copies) < 4 * width(copies[0]) or len(copies) < 5:
+        k = rng.randrange(len(paras))
+        j = rng.randrange(len(paras[k]))
+        words[k][j] = rng.choice([w for w in range(len(_EN_HEDGES)) if w != words[k][j]])
+        copies.append(render())
+    return _loop_case(
+        "drifting",
+        rng,
+        lang,
+        channel,
+        "".join(copies),
+        len(copies[0]),
+        width(copies[0]),
+        after=_join_prose(_distinct_sentences(rng, lang, 8, half=0)) + "\n",
+    )
+
+
 def numbered_item(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A numbered item whose sentence stays while its number moves on, a note or a summary
     between some copies."""
@@ -694,6 +742,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "overrun": overrun,
     "counted": counted,
     "marker_lines": marker_lines,
+    "drifting": drifting,
 }
 
 
@@ -724,6 +773,25 @@ def asked_list(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
         item = "user id {i}"
     body = "".join(f"{i}. {item.format(i=i)}\n" for i in range(1, n + 1))
     return _healthy("asked_list", rng, lang, channel, body, request)
+
+
+def parallel_cases(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Paragraphs that say the same of case after case but for their label and measurements:
+    each reports something new, as a run of benchmarks or a trial of cases does."""
+    para = _join_prose(_distinct_sentences(rng, lang, 4))
+    gap = "\n" if sep == "newline" else "\n\n"
+    zh = "。" in para
+    out = []
+    for i in range(1, 7):
+        ms, mb, rows = rng.randint(10, 990), rng.randint(2, 64), rng.randint(100, 9000)
+        label = f"情况{i}：" if zh else f"Case {i}: "
+        took = (
+            f"耗时{ms}毫秒，占用{mb}MB，返回{rows}行。"
+            if zh
+            else f" It took {ms} ms, used {mb} MB and returned {rows} rows."
+        )
+        out.append(label + para + took)
+    return _healthy("parallel_cases", rng, lang, channel, gap.join(out) + gap)
 
 
 def openers(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
@@ -1013,6 +1081,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "countdown": countdown,
     "zero_table": zero_table,
     "answer_key": answer_key,
+    "parallel_cases": parallel_cases,
 }
 
 

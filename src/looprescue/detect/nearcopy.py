@@ -442,10 +442,10 @@ def _near(a: list[str], b: list[str]) -> bool:
     allowed = 2 if n >= TWO_EDITS_MIN_TOKENS else 1 if n >= ONE_EDIT_MIN_TOKENS else 0
     if not allowed or len(long) - n > allowed:
         return False
-    return _edit_distance_within(short, long, allowed)
+    return edit_distance_within(short, long, allowed)
 
 
-def _edit_distance_within(a: list[str], b: list[str], bound: int) -> bool:
+def edit_distance_within(a: list[str], b: list[str], bound: int) -> bool:
     """Whether the token edit distance of ``a`` and ``b`` is at most ``bound`` (banded)."""
     previous = list(range(len(b) + 1))
     for i, token in enumerate(a, 1):

@@ -21,6 +21,7 @@ from looprescue.config import DetectorConfig
 from looprescue.detect.hits import Channel
 from looprescue.detect.rule import Rule
 from looprescue.detect.rules.counted import CountedRule
+from looprescue.detect.rules.drift import DriftRule
 from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.imports import ImportsRule
 from looprescue.detect.rules.lines import LinesRule
@@ -101,6 +102,10 @@ def _periodic(ctx: RuleContext) -> Rule | None:
     return PeriodicRule(ctx.channel, ctx.cfg, structural=ctx.visible)
 
 
+def _drift(ctx: RuleContext) -> Rule | None:
+    return DriftRule(ctx.channel, ctx.cfg)
+
+
 def _overrun(ctx: RuleContext) -> Rule | None:
     if not ctx.asked:
         return None
@@ -134,6 +139,7 @@ RULES: Final[tuple[Callable[[RuleContext], Rule | None], ...]] = (
     _echo,
     _paragraph,
     _periodic,
+    _drift,
     _overrun,
     _counted,
     _parrot,

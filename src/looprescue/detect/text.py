@@ -110,6 +110,11 @@ def notation(text: str) -> bool:
     return _NOTATION.search(text) is not None
 
 
+def notation_marks(text: str) -> int:
+    """How many formula or code marks ``text`` holds (``notation``'s)."""
+    return len(_NOTATION.findall(text))
+
+
 _ALNUM: Final = re.compile(r"[^\W_]")  # a letter or digit in any script
 
 

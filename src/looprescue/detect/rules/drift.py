@@ -1,0 +1,337 @@
+"""Rule ``drift``: a block of paragraphs said again and again with a word or two changed.
+
+What it catches. A model at some temperature that falls into a loop often does not repeat
+itself char for char: each copy of its paragraph swaps a word (``slim design``, then
+``lightweight design``, then ``modern design``), or a whole plan of three paragraphs is derived
+again with ``maybe`` for ``possibly`` and ``还是`` for ``仍然``. No copy is the same text, so
+the periodic rules see no period, and the paragraphs are too long to be phrases of a pool.
+
+Why that is a loop. Every paragraph of the block says what the same paragraph of the copy
+before it said: nothing new comes, the block only comes back.
+
+What is not a loop. A paragraph is a prose line of at least ``MIN_TOKENS`` tokens (a word, a
+number or a CJK char each), outside code fences, no table row, no code and no derivation (more
+than one formula mark in ``NOTATION_PER`` tokens: a derivation restates its line with a term
+changed). A copy is a near-copy of the paragraph ``L`` paragraphs before it (the block's length,
+one to ``MAX_BLOCK``): at most ``max(2, tokens / 10)`` token edits apart, and with the same
+numbers in the same order, since a paragraph that says other numbers says something new (a
+case, a measurement, a count: ``counter``'s business). Copies that are all the same text are
+the periodic rules' (they cut them sooner); at least one copy must differ, if only in a comma
+or a space. A refrain between
+verses, or a paragraph restated once, makes no run of ``cycleMinRepeats`` copies of a block.
+Short lines (a heading, a connector such as ``Hmm.``) between the paragraphs neither count nor
+break the run, and a line's label (``Monday:``, ``3.``) is left out; but a paragraph under a
+label line (``Dear Ann,``, ``佳美的正文：``) other than its counterpart's is another item of a
+list, not a copy: three letters that differ only in the name they open with are three letters.
+
+Where it cuts. After the first copy of the block (its last line, and the blank lines after it
+when nothing else comes before the second copy): the first copy is kept, as a periodic loop
+keeps one.
+
+How it stays incremental. Lines are read once, at the checkpoint after they end; a paragraph is
+compared with the last ``MAX_BLOCK`` paragraphs, first by its numbers, length and token set,
+and only near candidates by a banded edit distance.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from looprescue.config import DetectorConfig
+from looprescue.detect.buffer import TextWindow
+from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.nearcopy import edit_distance_within
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.segment import Segmenter
+from looprescue.detect.shape import is_table_row, looks_like_code
+from looprescue.detect.text import excerpt, notation_marks
+
+_FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
+
+# A paragraph has at least this many tokens: a sentence or two. Shorter lines (headings, list
+# labels, verse) repeat with small changes in healthy text.
+MIN_TOKENS: Final = 16
+# Blocks of up to this many paragraphs: a model re-deriving a plan of a dozen paragraphs.
+MAX_BLOCK: Final = 12
+# A near-copy is at most this many token edits apart, or one in EDITS_PER tokens when longer:
+# a synonym swapped here and there, not a new topic.
+MIN_EDITS: Final = 2
+EDITS_PER: Final = 10
+# While a line is written, this many chars of it that a recent paragraph begins with hold it
+# back: it may be the next copy (a copy's change mostly comes later in it).
+PREFIX_CHARS: Final = 48
+# A paragraph has at most one formula mark (= + ^ < > | { } \\ and math signs) in this many
+# tokens: more make it a derivation or code.
+NOTATION_PER: Final = 6
+# A short line ending so is a label: ``Dear Ann,``, ``Day 2:``, ``佳美的正文：``.
+_LABEL_ENDS: Final = ":：,，"
+# How far back a line's beginning is looked for: a block of a dozen paragraphs.
+LOOK_BACK: Final = 8000
+
+# words, numbers, CJK chars; marks and spaces are left out (a changed comma is no new content)
+_TOKEN: Final = re.compile(
+    r"[A-Za-z\u00c0-\u024f]+|[0-9]+(?:\.[0-9]+)?|[\u3040-\u30ff\u4e00-\u9fff]"
+)
+# A line's label: a list mark or number, then up to three words and a colon.
+_LABEL: Final = re.compile(
+    r"^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)?(?:\*\*)?(?:[^\s:：*]{1,24}(?:\s[^\s:：*]{1,24}){0,2})?"
+    r"(?:\*\*)?(?::(?=[\s*])|：)(?:\*\*)?\s*|^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)"
+)
+_CJK: Final = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+_SPACES: Final = re.compile(r"\s+")
+# whether the line being written begins like a recent paragraph
+_UNDECIDED: Final = 0
+_LIKE: Final = 1
+_UNLIKE: Final = 2
+
+
+@dataclass(slots=True)
+class _Paragraph:
+    start: int  # where its line begins
+    end: int  # where its line ends (after the line break)
+    tokens: list[str]
+    kinds: set[str]  # its tokens as a set, for a quick look before the edit distance
+    numbers: list[str]
+    head: str  # its first chars, spaces folded
+    text: str  # the line, stripped, its label left out
+    label: str  # the label line right before it, if any (``Dear Ann,``, ``Day 2:``)
+
+
+class DriftRule(Rule):
+    def names(self) -> tuple[str, ...]:
+        return ("drift",)
+
+    def feeds(self) -> frozenset[str]:
+        return _FEEDS
+
+    def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+        self._channel = channel
+        self._copies: float = cfg.cycleMinRepeats
+        self._recent: list[_Paragraph] = []  # the last MAX_BLOCK paragraphs, oldest first
+        # per block length L: how many paragraphs in a row were near-copies of the one L back,
+        # and whether any of them differed from it
+        self._runs = [0] * (MAX_BLOCK + 1)
+        self._running = False  # whether any run is under way
+        self._drifted = [False] * (MAX_BLOCK + 1)
+        # per block length: where the run's first copy begins, and where it ends (the cut)
+        self._first = [0] * (MAX_BLOCK + 1)
+        self._kept_to = [0] * (MAX_BLOCK + 1)
+        self._read = 0  # lines that begin before this offset were read
+        self._label = ""  # the label line since the last paragraph (``Dear Ann,``)
+        self._text_end = 0  # where the latest line that is not blank ends
+        self._returned = 0  # the watermark given last
+        # the lines not read yet, by where they begin: whether they begin like a paragraph
+        self._verdicts: dict[int, int] = {}
+
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
+        start = max(self._read, win.base)
+        text = win.slice(start, cp)
+        at = 0
+        while at < len(text):
+            brk = text.find("\n", at)
+            if brk < 0:
+                if not final:
+                    break  # the line goes on past the checkpoint
+                brk = len(text) - 1  # the last line, unended: judged as it is
+            line = text[at : brk + 1]
+            line_start, line_end = start + at, start + brk + 1
+            at = brk + 1
+            self._read = line_end
+            self._verdicts.pop(line_start, None)
+            hit = self._on_line(line, line_start, line_end, segmenter)
+            if hit is not None:
+                return hit
+        return None
+
+    def _on_line(self, line: str, start: int, end: int, segmenter: Segmenter) -> Hit | None:
+        stripped = line.strip()
+        if not stripped:
+            return None  # a blank line goes with whatever is around it
+        previous_end, self._text_end = self._text_end, end
+        if (
+            segmenter.fenced(start)
+            or stripped.startswith("```")
+            or (stripped[0] == "|" and is_table_row(stripped))
+        ):
+            self._reset()
+            return None
+        if stripped.isascii() and stripped.count(" ") < MIN_TOKENS - 1:
+            # too few words to be a paragraph (most lines): no need to read it closer
+            if stripped[-1] in _LABEL_ENDS:
+                self._label = stripped
+            return None
+        # a label that changes from line to line (``Monday:``, ``Day 2:``, ``3.``) makes a
+        # list, not a copy: lines are compared without it
+        head = stripped[:80]
+        labelled = ":" in head or "：" in head or not head[0].isalnum()
+        body = _LABEL.sub("", stripped, count=1) if labelled or head[0].isdigit() else stripped
+        tokens = _TOKEN.findall(body)
+        if len(tokens) < MIN_TOKENS:
+            # a heading or a label: neither a paragraph nor a break, but the label of the
+            # paragraph after it
+            if stripped[-1] in _LABEL_ENDS:
+                self._label = stripped
+            return None
+        numbers = [t for t in tokens if "0" <= t[0] <= "9"]
+        paragraph = _Paragraph(
+            start,
+            end,
+            tokens,
+            set(tokens),
+            numbers,
+            _SPACES.sub(" ", stripped[: 2 * PREFIX_CHARS])[:PREFIX_CHARS],
+            body,
+            self._label,
+        )
+        self._label = ""
+        recent = self._recent
+        hit: Hit | None = None
+        # which recent paragraphs this one is a copy of, the latest first (most are none):
+        # one with other numbers says something new (a case, a measurement, a count)
+        copies = [
+            o.numbers == numbers and (o.text == body or _near(paragraph, o))
+            for o in reversed(recent)
+        ]
+        if any(copies):
+            if not _prose(body, len(tokens)):
+                self._reset()  # code or a derivation: lines a term apart are how they are
+                return None  # written
+        elif not self._running:
+            recent.append(paragraph)  # (most paragraphs: no copy, and no run to end)
+            if len(recent) > MAX_BLOCK:
+                del recent[0]
+            return None
+        for lag in range(1, MAX_BLOCK + 1):
+            if lag > len(recent):
+                continue
+            other = recent[-lag]
+            # under another label it is another item of a list (a letter to the next person;
+            # a heading over the first copy alone labels no item)
+            items = bool(other.label) and bool(paragraph.label) and other.label != paragraph.label
+            if items or not copies[lag - 1]:
+                self._runs[lag] = 0
+                continue
+            same = other.text == body  # (a comma or a space changed is a drifted copy)
+            if self._runs[lag] == 0:
+                # a second copy of the block begins: its first copy ends where this begins
+                self._drifted[lag] = False
+                self._first[lag] = recent[-lag].start
+                # (with the blank lines after it, when nothing else came between)
+                kept = recent[-1].end
+                self._kept_to[lag] = start if previous_end == kept else kept
+            self._runs[lag] += 1
+            self._running = True
+            self._drifted[lag] = self._drifted[lag] or not same
+            run = self._runs[lag]
+            if hit is None and self._drifted[lag] and run >= (self._copies - 1) * lag:
+                cut = self._kept_to[lag]
+                hit = Hit(
+                    rule="drift",
+                    channel=self._channel,
+                    prune_offset=cut,
+                    loop_start=self._first[lag],
+                    fired_at=end,
+                    repeats=1 + run / lag,
+                    period=cut - self._first[lag],  # the block, as first said
+                    evidence=excerpt(paragraph.head),
+                    lead_in=max(0, self._returned - cut),
+                )
+        recent.append(paragraph)
+        if len(recent) > MAX_BLOCK:
+            del recent[0]
+        return hit
+
+    def _line_like(self, win: TextWindow, segmenter: Segmenter, line_start: int) -> bool:
+        """Whether the line at ``line_start`` begins like a recent paragraph, or like a line
+        not read yet (a paragraph it could copy may be one). Decided for good once it is like
+        none, or once ``PREFIX_CHARS`` of it are like one."""
+        verdict = self._verdicts.get(line_start, _UNDECIDED)
+        if verdict != _UNDECIDED:
+            return verdict == _LIKE
+        raw, rel = win.raw, line_start - win.base
+        line, ended = raw[rel : rel + 4 * PREFIX_CHARS], False
+        if "\n" in line:
+            line, ended = line.split("\n", 1)[0], True
+        so_far = line.lstrip()[:PREFIX_CHARS]
+        if not so_far:
+            return not ended  # nothing but indentation yet
+        if (
+            segmenter.fence_open_since(line_start)
+            or (ended and len(_TOKEN.findall(line)) < MIN_TOKENS)
+            or (
+                len(so_far) == PREFIX_CHARS  # (a few chars of a line tell nothing of it)
+                and not _prose(so_far, len(_TOKEN.findall(so_far)))
+            )
+        ):
+            self._verdicts[line_start] = _UNLIKE  # code, or too short to be a paragraph
+            return False
+        # (an earlier line that begins so: the block's paragraphs start at a line's start)
+        indent = line[: len(line) - len(line.lstrip())]
+        found = raw.rfind("\n" + indent + so_far, max(0, rel - LOOK_BACK), rel)
+        # it must begin like one of the paragraphs a run compares with, or like a line not
+        # read yet (the latest such line only: the hold is a guess, never a cut)
+        earlier = win.base + found + 1
+        if found < 0 or (earlier < self._read and all(p.start != earlier for p in self._recent)):
+            self._verdicts[line_start] = _UNLIKE
+            return False
+        if len(so_far) == PREFIX_CHARS:
+            self._verdicts[line_start] = _LIKE
+        return True
+
+    def _reset(self) -> None:
+        """Code, a table or a fence between paragraphs: the runs of copies are over."""
+        if self._running:
+            self._runs = [0] * (MAX_BLOCK + 1)
+            self._running = False
+
+    def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
+        """Earliest offset a future hit could prune: after the first copy of a block whose
+        near-copies go on, and the line being written while it begins like a recent
+        paragraph (it may be the next copy)."""
+        held = win.end
+        for lag in range(1, MAX_BLOCK + 1):
+            if self._runs[lag] and self._kept_to[lag] < held:
+                held = self._kept_to[lag]
+        # The lines not read yet (a line is read at the checkpoint after it ends): the first
+        # that begins like a recent paragraph may be its next copy.
+        if self._read < held:
+            text = win.slice(self._read, win.end)
+            at = 0
+            while at < len(text) and self._read + at < held:
+                brk = text.find("\n", at)
+                blank = not text[at : (brk if brk >= 0 else len(text))].strip()
+                if (brk < 0 or not blank) and self._line_like(win, segmenter, self._read + at):
+                    held = self._read + at
+                    break
+                if brk < 0:
+                    break
+                at = brk + 1
+        # What went out stays out: a copy whose change came early in it was let go as it was
+        # written, and a hit counts it as the lead-in it is.
+        held = max(held, self._returned)
+        self._returned = held
+        return held
+
+
+def _prose(line: str, tokens: int) -> bool:
+    """Whether a line reads as prose: not code (a Chinese paragraph with a formula in it,
+    ``x=0.999…``, is prose), and no more than one formula mark in ``NOTATION_PER`` tokens
+    (a derivation restates its line with one term changed)."""
+    if looks_like_code(line) and 4 * len(_CJK.findall(line)) < len(line):
+        return False
+    return NOTATION_PER * notation_marks(line) <= tokens
+
+
+def _near(a: _Paragraph, b: _Paragraph) -> bool:
+    """Whether two paragraphs (with the same numbers) are a few token edits apart."""
+    bound = max(MIN_EDITS, max(len(a.tokens), len(b.tokens)) // EDITS_PER)
+    if abs(len(a.tokens) - len(b.tokens)) > bound:
+        return False
+    # each edit changes at most one distinct token on either side
+    if len(a.kinds ^ b.kinds) > 2 * bound:
+        return False
+    return edit_distance_within(a.tokens, b.tokens, bound)

@@ -1,0 +1,165 @@
+"""Rule drift: a block of paragraphs said again and again with a word or two changed."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tests.detect_helpers import stream
+
+from looprescue.config import DetectorConfig
+from looprescue.corpus import random_deltas
+from looprescue.detect import Hit, StreamDetector, scan_text
+
+CHANNELS = ["text", "reasoning"]
+
+
+def released_and_hit(text: str, channel: str, seed: int = 0) -> tuple[int, Hit | None]:
+    """(the furthest the watermark released, the hit), in random 2-6 char deltas."""
+    detector = StreamDetector(DetectorConfig(), watch="both")
+    released = 0
+    for delta in random_deltas(text, random.Random(seed)):
+        hit = detector.feed(channel, delta)
+        if hit is not None:
+            return released, hit
+        released = max(released, detector.safe_offset(channel))
+    return released, detector.flush(channel)
+
+
+def drifting(template: str, words: list[str], copies: int, seed: int = 1) -> list[str]:
+    """``copies`` of a paragraph whose ``{}`` takes a word drawn from ``words``, no two
+    copies in a row the same."""
+    rng, out, last = random.Random(seed), [], None
+    for _ in range(copies):
+        word = rng.choice([w for w in words if w != last])
+        out.append(template.format(word))
+        last = word
+    return out
+
+
+BOTTLE = (
+    "Our steel bottle keeps drinks cold for 24 hours and hot for 12. It goes with you to the "
+    "gym, the office or a weekend hike, and its {} shape slips into any bag or cup holder."
+)
+ZH_PROOF = (
+    "设x=0.999…，那么10x=9.999…，两式相减得9x=9，所以x=1。这个推导看起来很简单，但关键在于是否真正"
+    "理解了“{}”的含义，否则就会觉得0.999…永远差一点点才到1。我再换个角度想一想。"
+)
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    ("head", "template", "words", "sep"),
+    [
+        (
+            "Here is the product blurb you asked for.\n\n",
+            BOTTLE,
+            ["slim", "sleek", "compact", "neat"],
+            "\n\n",
+        ),
+        ("嗯，用户问0.999…是否等于1。\n\n", ZH_PROOF, ["实数", "极限", "数列", "收敛"], "\n\n"),
+        ("Blurb:\n", BOTTLE, ["slim", "sleek", "compact", "neat"], "\n"),
+    ],
+    ids=["en", "zh", "en-newline"],
+)
+def test_one_paragraph_said_again_with_a_word_changed_is_cut_after_its_first_copy(
+    channel, head, template, words, sep
+):
+    copies = drifting(template, words, 7)
+    text = head + sep.join(copies) + sep
+    second = len(head) + len(copies[0]) + len(sep)  # the first copy and the gap after it
+    for hit in (scan_text(text, channel=channel)[0], stream(text, channel)):
+        assert hit.rule == "drift"
+        assert hit.loop_start == len(head)
+        assert hit.prune_offset == second
+    released, hit = released_and_hit(text, channel)
+    assert hit is not None and released <= hit.prune_offset + hit.lead_in
+    # the second copy begins like the first: it is held back while it is written
+    assert released <= second
+
+
+PLAN = [
+    "Day one should be the old town: start early at the castle before the crowds, walk down "
+    "the {} lanes to the cathedral, and end the evening at the river market.",
+    "Day two is the museum quarter in the morning, the {} gallery first, then lunch in the "
+    "park and the botanical garden in the afternoon, which sits close by.",
+    "Day three starts with the {} hike to the lookout, then back to the centre for the food "
+    "hall at lunch and the harbour in the afternoon. That covers the highlights.",
+]
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_block_of_paragraphs_derived_again_with_a_word_swapped_is_cut_after_one_block(channel):
+    rng = random.Random(5)
+    blocks = [
+        "\n\n".join(p.format(rng.choice(["narrow", "quiet", "old", "steep"])) for p in PLAN)
+        for _ in range(4)
+    ]
+    head = "Let me plan the three days.\n\n"
+    text = head + "\n\nLet me go over it again.\n\n".join(blocks) + "\n\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.loop_start == len(head)
+    # the first block is kept, its last line's break too; the line between copies is not
+    assert hit.prune_offset == len(head) + len(blocks[0]) + 1
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    "text",
+    [
+        # parallel cases: the same sentence with other numbers says something new each time
+        "Try the cases.\n\n"
+        + "\n\n".join(
+            f"Take {n} as the number of odd terms: their sum is a perfect square again, so "
+            "the claim holds for this case as well and we move on to the next one."
+            for n in range(1, 9)
+        ),
+        # a list whose items change only their label
+        "The plan:\n\n"
+        + "\n".join(
+            f"{day}: a thirty minute walk in the morning, a light lunch, and an early night "
+            "with no screens after nine in the evening."
+            for day in ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
+        ),
+        # a derivation: each line the last with one term changed
+        "所以：\n\n"
+        + "\n".join(
+            f"由上式可知P等于(2-2w^k+w^{{2k}})乘以(a+b+{t})，化简得(2-w^k)乘以(a+b+{t})加c^2+d^2"
+            for t in ("c", "c", "d", "d", "e")
+        ),
+        # prose quoted in a fence: a template filled in for each recipient
+        "```text\n"
+        + "\n\n".join(
+            f"Dear {name}, thank you for your order of the steel bottle. It ships from our "
+            "warehouse this week, and the tracking number follows in a separate email."
+            for name in ("Ann", "Bob", "Cem", "Dee", "Eve")
+        )
+        + "\n```\n",
+        # one paragraph restated once, then the answer goes on
+        BOTTLE.format("slim")
+        + "\n\n"
+        + BOTTLE.format("sleek")
+        + "\n\nIt comes in four colours and ships in two days. Returns are free for a month "
+        "after delivery, and the lid is covered by a lifetime warranty against leaks.\n",
+        # code in a fence: tests that differ in one value
+        "```python\n"
+        + "\n\n".join(
+            f"def test_parse_{name}():\n    assert parse_value('{name}', strict=True, "
+            f"default=None, encoding='utf-8') == expected_value('{name}', strict=True)"
+            for name in ("alpha", "beta", "gamma", "delta", "omega")
+        )
+        + "\n```\n",
+    ],
+    ids=["cases", "labels", "derivation", "fenced-letters", "restated-once", "fenced-tests"],
+)
+def test_paragraphs_alike_for_a_reason_are_no_drift(channel, text):
+    assert stream(text, channel) is None
+    assert scan_text(text, channel=channel) == []
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_copies_all_the_same_are_left_to_the_periodic_rules(channel):
+    text = "Blurb:\n\n" + (BOTTLE.format("slim") + "\n\n") * 6
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule != "drift"
