@@ -81,11 +81,13 @@ class SuffixHold:
             return folded_from  # the run's first copy is no longer held: nothing to judge by
         if lag != self._lag:
             self._lag, self._checked, self._counter, self._floor = lag, 0, True, -1
-        if segmenter.fence_open_since(folded_from):
-            # every copy but the first is code: a counter, judged by its latest copy, never
-            # fires in a fence
-            return self._exact_from(win, lag, folded_from)
         run_from = win.raw_of(start - lag)  # the run's first copy begins a period earlier
+        # Every copy but the first is code when a fence is open from the second copy on and
+        # that copy has come whole, with the lines after it (a copy with a fence line in it
+        # would have closed it), or, before that, from the first copy on: a counter, judged by
+        # its latest copy, never fires in a fence.
+        if segmenter.fence_open_since(folded_from if good >= 2 * lag else run_from):
+            return self._exact_from(win, lag, folded_from)
         if good < lag:
             return folded_from  # no whole copy recurs yet: its shape is not known
         self._judge_latest_line(win, start, lag, run_from, facts_of, numbers)
