@@ -29,14 +29,15 @@ when nothing else comes before the second copy): the first copy is kept, as a pe
 keeps one.
 
 How it stays incremental. Lines are read once, at the checkpoint after they end; a paragraph is
-compared with the last ``MAX_BLOCK`` paragraphs, first by its numbers, length and token set,
-and only near candidates by a banded edit distance.
+compared with the last ``MAX_BLOCK`` paragraphs: by its length first (a near-copy's hardly
+changes), and only then are both read into tokens and held to their numbers, their token sets
+and a banded edit distance.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from looprescue.config import DetectorConfig
@@ -91,12 +92,20 @@ _UNLIKE: Final = 2
 class _Paragraph:
     start: int  # where its line begins
     end: int  # where its line ends (after the line break)
-    tokens: list[str]
-    kinds: set[str]  # its tokens as a set, for a quick look before the edit distance
-    numbers: list[str]
-    head: str  # its first chars, spaces folded
     text: str  # the line, stripped, its label left out
     label: str  # the label line right before it, if any (``Dear Ann,``, ``Day 2:``)
+    # read when first compared (most paragraphs are like none of the recent ones by length)
+    tokens: list[str] = field(default_factory=list)
+    kinds: set[str] = field(default_factory=set)  # its tokens as a set, for a quick look
+    numbers: list[str] = field(default_factory=list)
+    read: bool = False
+
+    def read_tokens(self) -> None:
+        if not self.read:
+            self.tokens = _TOKEN.findall(self.text)
+            self.kinds = set(self.tokens)
+            self.numbers = [t for t in self.tokens if "0" <= t[0] <= "9"]
+            self.read = True
 
 
 class DriftRule(Rule):
@@ -169,35 +178,21 @@ class DriftRule(Rule):
         head = stripped[:80]
         labelled = ":" in head or "：" in head or not head[0].isalnum()
         body = _LABEL.sub("", stripped, count=1) if labelled or head[0].isdigit() else stripped
-        tokens = _TOKEN.findall(body)
-        if len(tokens) < MIN_TOKENS:
-            # a heading or a label: neither a paragraph nor a break, but the label of the
-            # paragraph after it
+        if not stripped.isascii() and len(body) < MIN_TOKENS:
+            # too few chars to hold a paragraph's tokens: a heading or a label, neither a
+            # paragraph nor a break, but the label of the paragraph after it
             if stripped[-1] in _LABEL_ENDS:
                 self._label = stripped
             return None
-        numbers = [t for t in tokens if "0" <= t[0] <= "9"]
-        paragraph = _Paragraph(
-            start,
-            end,
-            tokens,
-            set(tokens),
-            numbers,
-            _SPACES.sub(" ", stripped[: 2 * PREFIX_CHARS])[:PREFIX_CHARS],
-            body,
-            self._label,
-        )
+        paragraph = _Paragraph(start, end, body, self._label)
         self._label = ""
         recent = self._recent
         hit: Hit | None = None
-        # which recent paragraphs this one is a copy of, the latest first (most are none):
-        # one with other numbers says something new (a case, a measurement, a count)
-        copies = [
-            o.numbers == numbers and (o.text == body or _near(paragraph, o))
-            for o in reversed(recent)
-        ]
+        # which recent paragraphs this one is a copy of, the latest first (most are none)
+        copies = [_copy_of(paragraph, o) for o in reversed(recent)]
         if any(copies):
-            if not _prose(body, len(tokens)):
+            paragraph.read_tokens()
+            if not _prose(body, len(paragraph.tokens)):
                 self._reset()  # code or a derivation: lines a term apart are how they are
                 return None  # written
         elif not self._running:
@@ -237,7 +232,7 @@ class DriftRule(Rule):
                     fired_at=end,
                     repeats=1 + run / lag,
                     period=cut - self._first[lag],  # the block, as first said
-                    evidence=excerpt(paragraph.head),
+                    evidence=excerpt(body[:PREFIX_CHARS]),
                     lead_in=max(0, self._returned - cut),
                 )
         recent.append(paragraph)
@@ -324,6 +319,19 @@ def _prose(line: str, tokens: int) -> bool:
     if looks_like_code(line) and 4 * len(_CJK.findall(line)) < len(line):
         return False
     return NOTATION_PER * notation_marks(line) <= tokens
+
+
+def _copy_of(a: _Paragraph, b: _Paragraph) -> bool:
+    """Whether paragraph ``a`` is a copy of ``b``: the same text, or a near-copy with the same
+    numbers (one with other numbers says something new: a case, a measurement, a count)."""
+    if a.text == b.text:
+        return True
+    # a near-copy swaps a word or two: its length hardly changes (looked at before its tokens)
+    if abs(len(a.text) - len(b.text)) > len(a.text) // 5 + 8:
+        return False
+    a.read_tokens()
+    b.read_tokens()
+    return len(a.tokens) >= MIN_TOKENS and a.numbers == b.numbers and _near(a, b)
 
 
 def _near(a: _Paragraph, b: _Paragraph) -> bool:
