@@ -37,8 +37,9 @@ from looprescue.detect.segment import Segmenter
 class SuffixHold:
     """Narrows the periodic watermark to what ``cycle`` or ``counter`` could still cut."""
 
-    def __init__(self, cfg: DetectorConfig) -> None:
+    def __init__(self, cfg: DetectorConfig, numbers: NumbersByLine) -> None:
         self._cfg = cfg
+        self._numbers = numbers  # the periodic rule's numbers by line, shared with its judge
         self._lag = 0  # the folded lag the state below belongs to
         self._checked = 0  # raw offset just past the latest line break judged
         self._counter = True  # whether a counter could fire on the run
@@ -54,26 +55,25 @@ class SuffixHold:
     def held_from(
         self,
         win: TextWindow,
+        segmenter: Segmenter,
         good: int,
         lag: int,
         facts_of: Callable[[str], UnitFacts],
-        segmenter: Segmenter,
-        numbers: NumbersByLine,
     ) -> int:
         """Raw offset from which the suffix of ``good`` folded chars, recurring at folded
-        ``lag``, must be held back."""
-        held = max(self._narrowed(win, good, lag, facts_of, segmenter, numbers), self.returned)
+        ``lag``, must be held back. ``facts_of`` is the periodic rule's reading of one copy's
+        shape (passed per call: kept here, the rule and this would hold each other)."""
+        held = max(self._narrowed(win, segmenter, good, lag, facts_of), self.returned)
         self.returned = held
         return held
 
     def _narrowed(
         self,
         win: TextWindow,
+        segmenter: Segmenter,
         good: int,
         lag: int,
         facts_of: Callable[[str], UnitFacts],
-        segmenter: Segmenter,
-        numbers: NumbersByLine,
     ) -> int:
         start = win.fend - good  # folded start of the suffix: where its second copy begins
         folded_from = win.raw_of(start)
@@ -90,7 +90,7 @@ class SuffixHold:
             return self._exact_from(win, lag, folded_from)
         if good < lag:
             return folded_from  # no whole copy recurs yet: its shape is not known
-        self._judge_latest_line(win, start, lag, run_from, facts_of, numbers)
+        self._judge_latest_line(win, start, lag, run_from, facts_of)
         if not self._counter:
             return self._exact_from(win, lag, folded_from)
         if self._floor > start:
@@ -104,7 +104,6 @@ class SuffixHold:
         lag: int,
         run_from: int,
         facts_of: Callable[[str], UnitFacts],
-        numbers: NumbersByLine,
     ) -> None:
         """Judge the copy that ends at the latest line break not judged yet: its counter shape,
         and the numbers its last line changed against the line a period before it."""
@@ -125,7 +124,7 @@ class SuffixHold:
         # the line that ended: from the break before it, within the copy
         line_from = max(copy_raw, base + raw.rfind("\n", max(0, copy_raw - base - 1), brk) + 1)
         earlier = win.raw_of(win.folded_of(line_from) - lag)
-        changed = numbers.changes(win, (line_from, line_end), (earlier, copy_raw))
+        changed = self._numbers.changes(win, (line_from, line_end), (earlier, copy_raw))
         if changed > changes_allowed(self._cfg, shape):
             self._floor = max(self._floor, win.folded_of(line_from))
 

@@ -81,7 +81,6 @@ _LABEL: Final = re.compile(
     r"(?:\*\*)?(?::(?=[\s*])|：)(?:\*\*)?\s*|^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)"
 )
 _CJK: Final = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
-_SPACES: Final = re.compile(r"\s+")
 # whether the line being written begins like a recent paragraph
 _UNDECIDED: Final = 0
 _LIKE: Final = 1
@@ -168,19 +167,16 @@ class DriftRule(Rule):
         ):
             self._reset()
             return None
-        if stripped.isascii() and stripped.count(" ") < MIN_TOKENS - 1:
-            # too few words to be a paragraph (most lines): no need to read it closer
-            if stripped[-1] in _LABEL_ENDS:
-                self._label = stripped
-            return None
         # a label that changes from line to line (``Monday:``, ``Day 2:``, ``3.``) makes a
         # list, not a copy: lines are compared without it
+        few = stripped.isascii() and stripped.count(" ") < MIN_TOKENS - 1  # (most lines)
+        body = stripped
         head = stripped[:80]
-        labelled = ":" in head or "：" in head or not head[0].isalnum()
-        body = _LABEL.sub("", stripped, count=1) if labelled or head[0].isdigit() else stripped
-        if not stripped.isascii() and len(body) < MIN_TOKENS:
-            # too few chars to hold a paragraph's tokens: a heading or a label, neither a
-            # paragraph nor a break, but the label of the paragraph after it
+        if not few and (":" in head or "：" in head or not head[0].isalnum() or head[0].isdigit()):
+            body = _LABEL.sub("", stripped, count=1)
+        if few or (not stripped.isascii() and len(body) < MIN_TOKENS):
+            # too few words or chars for a paragraph's tokens (most lines): a heading or a
+            # label, neither a paragraph nor a break, but the label of the paragraph after it
             if stripped[-1] in _LABEL_ENDS:
                 self._label = stripped
             return None

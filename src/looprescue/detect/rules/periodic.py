@@ -132,11 +132,10 @@ class PeriodicRule(Rule):
         # the text was read for it
         self._run_char, self._run_from, self._run_scanned = "", 0, 0
         # narrows the hold to what cycle or counter could still cut of the recurring suffix
-        self._hold = SuffixHold(cfg)
+        self._hold = SuffixHold(cfg, self._copy_numbers)
         # counter runs walked back for where their copies began changing few numbers: by
         # (first copy, unit), the latest copy walked from and where the counter begins
         self._counted: dict[tuple[int, int], tuple[int, int]] = {}
-        self._fenced: Segmenter | None = None
 
     # -- checkpoint ---------------------------------------------------------------------------
     def at_checkpoint(
@@ -440,8 +439,7 @@ class PeriodicRule(Rule):
         search. Inside a run it still recurs at the lag it did (one comparison); otherwise the
         places its last three chars occurred before are tried, nearest first (``SuffixIndex``:
         a call costs the chars it indexes and those places, not a scan of the period range)."""
-        self._fenced = segmenter
-        held = min(self._suffix_offset(win), self._digit_run_offset(win))
+        held = min(self._suffix_offset(win, segmenter), self._digit_run_offset(win))
         if self._broken_from is not None:
             if self._last >= self._broken_until:
                 self._broken_from = None  # judged by now: it was no loop
@@ -466,7 +464,7 @@ class PeriodicRule(Rule):
             return self._run_from + self._hold_min - 1
         return end
 
-    def _suffix_offset(self, win: TextWindow) -> int:
+    def _suffix_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         hold_min = self._hold_min
         end = win.fend
         e = end - win.fbase
@@ -487,7 +485,7 @@ class PeriodicRule(Rule):
             # Still recurring where it did last time (always the case inside a loop): the
             # suffix is as long as it can be, and no search is needed.
             self._suffix = bound
-            return self._held(win, bound, lag)
+            return self._held(win, segmenter, bound, lag)
 
         good, lag = self._recurring_suffix(win, bound)
         if good < hold_min:
@@ -511,16 +509,15 @@ class PeriodicRule(Rule):
             self._broken_until = max(self._broken_until, end)
         if good < max(1, hold_min):
             return win.synced
-        return self._held(win, good, lag)
+        return self._held(win, segmenter, good, lag)
 
-    def _held(self, win: TextWindow, good: int, lag: int) -> int:
+    def _held(self, win: TextWindow, segmenter: Segmenter, good: int, lag: int) -> int:
         """Raw offset from which the recurring suffix (``good`` folded chars at ``lag``) is
         held: as much of it as cycle or counter could still cut (``suffix_hold.py``)."""
-        segmenter = self._fenced
-        if segmenter is None or lag <= 0 or good <= NARROW_FROM:
+        if lag <= 0 or good <= NARROW_FROM:
             # a few chars: not worth the reading (but what a longer suffix let go stays out)
             return max(win.raw_of(win.fend - good), self._hold.returned)
-        return self._hold.held_from(win, good, lag, self._facts_of, segmenter, self._copy_numbers)
+        return self._hold.held_from(win, segmenter, good, lag, self._facts_of)
 
     def _recurring_suffix(self, win: TextWindow, bound: int) -> tuple[int, int]:
         """The longest suffix of the folded text (``bound`` chars at most) that ended before,
