@@ -132,6 +132,7 @@ class DriftRule(Rule):
         self._returned = 0  # the watermark given last
         # the lines not read yet, by where they begin: whether they begin like a paragraph
         self._verdicts: dict[int, int] = {}
+        self._passed = 0  # the unread lines before this are blank or like no paragraph
 
     def at_checkpoint(
         self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
@@ -284,23 +285,30 @@ class DriftRule(Rule):
         near-copies go on, and the line being written while it begins like a recent
         paragraph (it may be the next copy)."""
         held = win.end
-        for lag in range(1, MAX_BLOCK + 1):
-            if self._runs[lag] and self._kept_to[lag] < held:
-                held = self._kept_to[lag]
+        if self._running:
+            for lag in range(1, MAX_BLOCK + 1):
+                if self._runs[lag] and self._kept_to[lag] < held:
+                    held = self._kept_to[lag]
         # The lines not read yet (a line is read at the checkpoint after it ends): the first
-        # that begins like a recent paragraph may be its next copy.
-        if self._read < held:
-            text = win.slice(self._read, win.end)
-            at = 0
-            while at < len(text) and self._read + at < held:
-                brk = text.find("\n", at)
-                blank = not text[at : (brk if brk >= 0 else len(text))].strip()
-                if (brk < 0 or not blank) and self._line_like(win, segmenter, self._read + at):
-                    held = self._read + at
+        # that begins like a recent paragraph may be its next copy. An ended line found blank
+        # or like none stays so: the next call begins after it (this runs after every delta).
+        raw, base = win.raw, win.base
+        at, stop = max(self._read, self._passed) - base, min(held - base, len(raw))
+        while at < stop:
+            verdict = self._verdicts.get(base + at, _UNDECIDED)
+            if verdict == _LIKE:
+                held = base + at
+                break
+            brk = raw.find("\n", at)
+            if verdict == _UNDECIDED:
+                blank = not raw[at : (brk if brk >= 0 else len(raw))].strip()
+                if (brk < 0 or not blank) and self._line_like(win, segmenter, base + at):
+                    held = base + at
                     break
-                if brk < 0:
-                    break
-                at = brk + 1
+            if brk < 0:
+                break
+            at = brk + 1
+            self._passed = base + at
         # What went out stays out: a copy whose change came early in it was let go as it was
         # written, and a hit counts it as the lead-in it is.
         held = max(held, self._returned)
