@@ -92,3 +92,45 @@ def test_watermark_releases_healthy_text_but_holds_a_second_copy():
     detector.feed("reasoning", unit[:30])
     # the start of the second copy is held back: it looks exactly like a loop beginning
     assert detector.safe_offset("reasoning") <= len(healthy) + len(unit)
+
+
+# An answer cut inside a code block: the continuation goes on from inside it.
+SHOWN_IN_CODE = "Here is the function:\n\n```python\ndef fib(n):\n    if n < 2:\n        return n\n"
+PROSE_LOOP = "The function adds the two numbers before it and returns the sum to the caller. " * 8
+
+
+def test_a_continuation_cut_in_a_code_block_closes_it_and_loops_in_prose_are_found():
+    # its first fence line closes the shown block: before, it opened one, and every loop of
+    # the prose after it was read as code
+    continuation = "    return fib(n - 1) + fib(n - 2)\n```\n\nIt recurses. " + PROSE_LOOP
+    hits = _feed_all(StreamDetector(shown=SHOWN_IN_CODE), "text", continuation, step=3)
+    assert len(hits) == 1 and hits[0].rule == "cycle"
+    # one copy kept, after the code block
+    assert hits[0].prune_offset == continuation.index(PROSE_LOOP) + len(PROSE_LOOP) // 8
+
+
+def test_a_continuation_cut_in_a_code_block_reads_its_lines_as_code():
+    # the same lines in a fresh answer's prose are a loop; inside the shown block they are
+    # code, judged as the uncut answer's code would be
+    code = "print('-' * 40)\nprint('done')\n" * 10 + "```\n"
+    assert _feed_all(StreamDetector(), "text", code, step=3)
+    assert _feed_all(StreamDetector(shown=SHOWN_IN_CODE), "text", code, step=3) == []
+    assert _feed_all(StreamDetector(), "text", SHOWN_IN_CODE + code, step=3) == []
+
+
+@pytest.mark.parametrize(
+    ("shown", "fenced"),
+    [
+        ("", False),
+        ("Some prose.\n", False),
+        ("```python\nx = 1\n", True),
+        ("```python\nx = 1\n```\n", False),
+        ("```python\nx = 1\n```\nText\n~~~\ncode", True),
+        ("Text\n```", True),  # a fence line, though unended
+        ("Inline ``` marks in prose\n", False),
+    ],
+)
+def test_ends_in_fence(shown, fenced):
+    from looprescue.detect.segment import ends_in_fence
+
+    assert ends_in_fence(shown) is fenced

@@ -22,10 +22,12 @@ from looprescue.detect.rule import (
     WATERMARK,
     Rule,
 )
-from looprescue.detect.segment import Segmenter
+from looprescue.detect.segment import Segmenter, ends_in_fence
 
 
-def _segmenter(structural: bool, takers: dict[str, Rule], long_sentence: int) -> Segmenter:
+def _segmenter(
+    structural: bool, takers: dict[str, Rule], long_sentence: int, in_fence: bool
+) -> Segmenter:
     """A segmenter that hands each of its feeds to the rule that takes it."""
     sentence, line, line_start = takers.get(SENTENCE), takers.get(LINE), takers.get(LINE_START)
     clauses, unit, opening = takers.get(CLAUSES), takers.get(UNIT), takers.get(OPEN_SENTENCE)
@@ -41,6 +43,7 @@ def _segmenter(structural: bool, takers: dict[str, Rule], long_sentence: int) ->
         on_unit=unit.on_unit if unit is not None else None,
         on_open_sentence=opening.on_open_sentence if opening is not None else None,
         items=takers.get(ITEM),
+        in_fence=in_fence,
     )
 
 
@@ -94,7 +97,11 @@ class ChannelDetector:
                 else:
                     takers[feed] = rule
         # a sentence with this many chars cannot normalise to a phrase (edges are short)
-        self._segmenter = _segmenter(structural, takers, 4 * cfg.poolMaxPhraseChars + 64)
+        # (a continuation goes on from the shown answer: inside its code block, if it was cut
+        # in one)
+        self._segmenter = _segmenter(
+            structural, takers, 4 * cfg.poolMaxPhraseChars + 64, ends_in_fence(shown)
+        )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
         self.hit: Hit | None = None

@@ -65,6 +65,17 @@ class TableSink(Protocol):
 FEED_ORDER: Final = ("unit", "clauses", "sentence", "code_line", "item", "row", "line")
 
 
+def ends_in_fence(text: str) -> bool:
+    """Whether ``text`` ends inside a ``` fence: an odd number of its lines are fence lines
+    (its last line counts though unended: a cut falls at a line's start, or in a line
+    that goes on)."""
+    fenced = False
+    for line in text.split("\n"):
+        if classify_line(line.strip()) is _FENCE:
+            fenced = not fenced
+    return fenced
+
+
 class Segmenter:
     def __init__(
         self,
@@ -79,7 +90,10 @@ class Segmenter:
         on_unit: UnitSink | None = None,
         on_open_sentence: OpenSentenceSink | None = None,
         items: ItemSink | None = None,
+        in_fence: bool = False,
     ) -> None:
+        # in_fence: the text goes on from inside a ``` fence (a continuation of an answer
+        # cut in a code block: its closing fence line must close it, not open one)
         # structural_text: apply the visible-text guards (lists, tables, quotes); a fence is
         # code in either channel (``_is_structure``)
         self._structural = structural_text
@@ -102,13 +116,13 @@ class Segmenter:
         self._structure_sorted: list[str] = []  # the same lines in order, to find a prefix fast
         self.line_from = 0  # offset after the last newline
         self._line_kind: LineKind | None = None
-        self.in_fence = False
+        self.in_fence = in_fence
         # Offsets where a fence line ended (the state flips there), for asking later whether
         # some offset was fenced; marks older than the window are folded into a parity.
         self._fence_marks: list[int] = []
-        self._fence_parity = 0
+        self._fence_parity = 1 if in_fence else 0
         self.scanned = 0  # offset up to which boundaries have been processed
-        if on_line_start is not None:
+        if on_line_start is not None and not in_fence:
             on_line_start(0)
 
     def scan_to(self, win: TextWindow, stop: int, final: bool = False) -> Hit | None:
