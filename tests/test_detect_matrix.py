@@ -78,7 +78,7 @@ def whole(case: Case) -> Hit | None:
         case.channel,  # type: ignore[arg-type]
         DetectorConfig(),
         asked_ranges(case.request) if case.channel == "text" else (),
-        asked_up_to=largest_count(case.request) if case.channel == "text" else None,
+        asked_up_to=largest_count(case.request),
     )
     return detector.feed(case.text) or detector.flush()
 
@@ -146,9 +146,10 @@ LOOP_SHAPES = sorted(loopgen.LOOPS)
 HEALTHY_SHAPES = sorted(loopgen.HEALTHY)
 
 
-# Shapes bounded by the request only: a request bounds the answer, never the reasoning (which
-# may well count past it while it plans).
-ANSWER_ONLY = frozenset({"overrun", "counted"})
+# Shapes bounded by the asked ranges: they bound the answer, never the reasoning (which may
+# well count past them while it plans). A counted template runs past every count the
+# request names in either channel.
+ANSWER_ONLY = frozenset({"overrun"})
 LOOP_CELLS = [
     (shape, lang, channel)
     for shape in LOOP_SHAPES

@@ -719,6 +719,25 @@ def test_a_template_counted_on_unasked_is_cut_after_the_bound_and_finishes() -> 
     assert cut.data == {"channel": "text", "rule": "counted", "action": "finish"}
 
 
+def test_a_template_counted_on_in_the_reasoning_is_cut_and_the_answer_still_comes() -> None:
+    steps = "".join(f"Step {i}: Verify the result.\n" for i in range(5, 200))
+    reasoning = "Solve it step by step.\nStep 1: 3x = 18.\nStep 2: x = 6.\n" + steps
+    body = counting_request("Solve 3x + 7 = 25 and show your steps.")
+    engine = RescueEngine(LoopRescueConfig(), AnthropicWire(), body)
+    result = run(
+        engine,
+        Script(reasoning=reasoning, text="x").events(),
+        [Script(reasoning="x = 6.", text="x = 6", signature="sig-2").events("msg_2")],
+    )
+    check_well_formed(result)
+    # the answer is still to come: a continuation, not a finish with the reasoning alone
+    assert len(result.resumes) == 1
+    assert result.content("text") == "x = 6"
+    assert "Step 60:" not in result.content("reasoning")
+    cut = next(r for r in result.audit if r.kind == "cut")
+    assert cut.data == {"channel": "reasoning", "rule": "counted", "action": "resume"}
+
+
 def test_after_a_tool_result_an_earlier_count_bounds_only_a_template() -> None:
     # the answer follows a tool result: the range asked before no longer marks where a list
     # must stop (overrun), but no count the user named was 120, so a bare count is a template

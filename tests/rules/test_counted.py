@@ -26,17 +26,21 @@ def ladder(last: int) -> str:
 
 
 def stream(
-    text: str, asked_up_to: int | None, seed: int = 0, config: DetectorConfig = CONFIG
+    text: str,
+    asked_up_to: int | None,
+    seed: int = 0,
+    config: DetectorConfig = CONFIG,
+    channel: str = "text",
 ) -> tuple:
     """(hit, the furthest the watermark released)."""
     detector = StreamDetector(config, watch="both", asked_up_to=asked_up_to)
     released = 0
     for delta in random_deltas(text, random.Random(seed)):
-        hit = detector.feed("text", delta)
+        hit = detector.feed(channel, delta)
         if hit is not None:
             return hit, released
-        released = max(released, detector.safe_offset("text"))
-    return detector.flush("text"), released
+        released = max(released, detector.safe_offset(channel))
+    return detector.flush(channel), released
 
 
 # --------------------------------------------------------------------------- loops
@@ -92,6 +96,33 @@ def test_any_chunking_gives_the_same_cut_and_the_watermark_never_passes_it(
 
 
 # --------------------------------------------------------------------------- not loops
+
+
+@pytest.mark.parametrize(
+    ("template", "first"),
+    [
+        ("Step {}: Verify the result.\n", 5),
+        ("Let me check once more (attempt {}).\n", 1),
+        ("检查第{}项：符合。\n", 9),
+        ("Try x = {}: 不对，继续下一个。\n", 8),
+    ],
+)
+def test_a_template_counted_on_in_the_reasoning_is_cut_after_the_bound(
+    template: str, first: int
+) -> None:
+    # the reasoning is bounded by the request as the answer is: a model counting one step on
+    # and on is stuck there
+    text = "Let me work through it.\n" + "".join(template.format(i) for i in range(first, 200))
+    hit, released = stream(text, asked_up_to=25, channel="reasoning")
+    assert hit is not None and hit.rule == "counted" and hit.channel == "reasoning"
+    assert text[hit.prune_offset :].startswith(template.format(first + 40))
+    assert released <= hit.prune_offset
+
+
+def test_trials_in_the_reasoning_that_say_something_new_are_no_template() -> None:
+    # each trial computes its own value: a search, however long, is no template
+    text = "".join(f"Try x = {i}: {i * i + i}, not 25440.\n" for i in range(1, 200))
+    assert stream(text, asked_up_to=0, channel="reasoning")[0] is None
 
 
 def test_without_a_request_nothing_is_judged() -> None:

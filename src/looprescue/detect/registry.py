@@ -114,8 +114,6 @@ def _overrun(ctx: RuleContext) -> Rule | None:
 
 
 def _counted(ctx: RuleContext) -> Rule | None:
-    if not ctx.visible:
-        return None  # a request bounds the answer, never the reasoning's planning
     rule = CountedRule(ctx.channel, ctx.cfg.countedMaxItems, ctx.asked_up_to)
     return rule if rule.active else None
 

@@ -58,7 +58,9 @@ class StreamDetector:
 
     def _new_channel(self, channel: Channel) -> ChannelDetector:
         if channel != "text":
-            return ChannelDetector(channel, self._cfg)
+            # the request bounds a counted template in the reasoning too: a model that counts
+            # one step on and on past anything asked is stuck there as much as in its answer
+            return ChannelDetector(channel, self._cfg, asked_up_to=self._asked_up_to)
         return ChannelDetector(
             channel,
             self._cfg,

@@ -25,10 +25,10 @@ from . import marker as notes
 from .events import Channel, StopReason
 from .marker import Lang
 
-# rules after whose cut the response finishes instead of resuming: the answer is whole
-# (overrun) or counts on past any count asked (counted), or the continuation copies its
-# correction (parrot) or the answer shown before it (restate), which a new one, sent the
-# same, would repeat
+# rules after whose cut in the answer the response finishes instead of resuming: the answer
+# is whole (overrun) or counts on past any count asked (counted), or the continuation copies
+# its correction (parrot) or the answer shown before it (restate), which a new one, sent the
+# same, would repeat. Cut in the reasoning, the answer is still to come: it resumes.
 FINISHING_RULES = frozenset({"overrun", "counted", "parrot", "restate"})
 
 
@@ -164,7 +164,7 @@ def plan_cut(
         max_rescues=max_rescues,
         tokens_left=tokens_left,
         min_resume_tokens=min_resume_tokens,
-        finishes=hit.rule in FINISHING_RULES,
+        finishes=channel == "text" and hit.rule in FINISHING_RULES,
     )
     reason: StopReason = "stop"
     note = ""

@@ -17,10 +17,11 @@ again. A list that stays within the bound. Any text judged without a request (``
 session file): the rule then has no bound to go by and stays off, so the detector is told
 ``asked_up_to=None`` there.
 
-Where it cuts. Where the first item past the bound begins (its line, or its number in a
-one-line list), once a fifth of the bound more (at least 5) have followed: the items within
-the bound stay, as ``overrun`` keeps what was asked. The engine then finishes the answer
-there: a continuation would only count on.
+Where it cuts. Where the first item past the bound begins (its line when the template spans
+lines, or its number in a one-line list), once a fifth of the bound more (at least 5) have
+followed: the items within the bound stay, as ``overrun`` keeps what was asked. In the answer
+the engine then finishes there: a continuation would only count on. In the reasoning the
+answer is still to come, and the engine resumes.
 
 How it stays incremental. Each number is looked at once. A chain waits for the next value
 (one more than its last) within ``ITEM_GAP`` chars, and keeps only the text between its last
@@ -132,7 +133,8 @@ class CountedRule(Rule):
                 chains[value + 1] = _Chain(value, end, value)
             return None
         del chains[value]
-        template = _masked(win.slice(chain.seen_to, at), chain.value, value)
+        before = chain.seen_to  # where the number before it ends
+        template = _masked(win.slice(before, at), chain.value, value)
         if template != chain.template:
             # the copies differ: the count starts again from the last value
             chain.template, chain.first, chain.past = template, chain.value, None
@@ -143,7 +145,7 @@ class CountedRule(Rule):
             self._tallest = items
         limit = self.limit
         if items == limit + 1:
-            chain.past = item_start(win, at)
+            chain.past = _copy_start(win, before, at, template)
         if chain.past is not None and items - limit >= overrun_items(1, limit):
             return Hit(
                 rule="counted",
@@ -184,5 +186,27 @@ class CountedRule(Rule):
             if chain.past is not None:
                 held = min(held, chain.past)
             elif chain.items() == self.limit:
-                held = min(held, next_item_start(win, chain.seen_to, end))
+                held = min(held, _next_copy_start(win, chain, end))
         return held
+
+
+def _copy_start(win: TextWindow, before: int, at: int, template: str) -> int:
+    """Where the copy whose counter is at ``at`` begins (``before``: where the counter before
+    it ends). A template that spans lines begins its copies at a line's start, however long
+    the text before the counter there (``Let me check once more (attempt 41).``)."""
+    if "\n" in template:
+        return before + win.slice(before, at).rfind("\n") + 1
+    return item_start(win, at)
+
+
+def _next_copy_start(win: TextWindow, chain: _Chain, end: int) -> int:
+    """Where the copy after the chain's last counter could begin in the text up to ``end``."""
+    lines = chain.template.count("\n") if chain.template is not None else 0
+    if lines:
+        # the copy begins after as many line breaks as the template has
+        text, at = win.slice(chain.seen_to, end), -1
+        while lines and (at := text.find("\n", at + 1)) >= 0:
+            lines -= 1
+        if not lines:
+            return chain.seen_to + at + 1
+    return next_item_start(win, chain.seen_to, end)
