@@ -106,6 +106,30 @@ def test_a_block_of_paragraphs_derived_again_with_a_word_swapped_is_cut_after_on
 
 @pytest.mark.parametrize("channel", CHANNELS)
 @pytest.mark.parametrize(
+    "labels",
+    [["In short:", "Once again:", "To sum up:"], ["总结一下：", "简单来说：", "也就是说："]],
+    ids=["en", "zh"],
+)
+def test_copies_under_labels_that_come_back_are_a_loop(channel, labels):
+    # a recap line over every copy, the recaps taking turns: no label names an item once
+    # one comes back
+    copies = drifting(BOTTLE, ["slim", "sleek", "compact", "neat"], 9)
+    head = "Here is the blurb.\n\n"
+    text = head + copies[0] + "\n\n"
+    for i, copy in enumerate(copies[1:]):
+        text += f"{labels[i % len(labels)]}\n\n{copy}\n\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.loop_start == len(head)
+    # the first copy is kept; the recap over the second is cut with it, or kept (a label)
+    kept = text[hit.loop_start + len(copies[0]) : hit.prune_offset]
+    assert kept.strip() in ("", labels[0])
+    released, hit = released_and_hit(text, channel)
+    assert hit is not None and released <= hit.prune_offset + hit.lead_in
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
     "text",
     [
         # parallel cases: the same sentence with other numbers says something new each time
@@ -136,6 +160,16 @@ def test_a_block_of_paragraphs_derived_again_with_a_word_swapped_is_cut_after_on
             for name in ("Ann", "Bob", "Cem", "Dee", "Eve")
         )
         + "\n```\n",
+        # letters with one body, each under its own salutation
+        "\n\n".join(
+            f"Dear {name},\n\nThank you for your order of the {item} bottle. It ships from our "
+            "warehouse this week, and the tracking number follows in a separate email."
+            for name, item in zip(
+                ("Ann", "Bob", "Cem", "Dee", "Eve"),
+                ("steel", "glass", "steel", "glass", "steel"),
+                strict=True,
+            )
+        ),
         # one paragraph restated once, then the answer goes on
         BOTTLE.format("slim")
         + "\n\n"
@@ -151,7 +185,15 @@ def test_a_block_of_paragraphs_derived_again_with_a_word_swapped_is_cut_after_on
         )
         + "\n```\n",
     ],
-    ids=["cases", "labels", "derivation", "fenced-letters", "restated-once", "fenced-tests"],
+    ids=[
+        "cases",
+        "labels",
+        "derivation",
+        "fenced-letters",
+        "letters",
+        "restated-once",
+        "fenced-tests",
+    ],
 )
 def test_paragraphs_alike_for_a_reason_are_no_drift(channel, text):
     assert stream(text, channel) is None

@@ -23,6 +23,8 @@ Short lines (a heading, a connector such as ``Hmm.``) between the paragraphs nei
 break the run, and a line's label (``Monday:``, ``3.``) is left out; but a paragraph under a
 label line (``Dear Ann,``, ``佳美的正文：``) other than its counterpart's is another item of a
 list, not a copy: three letters that differ only in the name they open with are three letters.
+A label that comes back over a later copy names no item (recaps taking turns: ``In short:``,
+``Once again:``, ``In short:``): then none of the run's labels does.
 
 Where it cuts. After the first copy of the block (its last line, and the blank lines after it
 when nothing else comes before the second copy): the first copy is kept, as a periodic loop
@@ -123,6 +125,10 @@ class DriftRule(Rule):
         self._runs = [0] * (MAX_BLOCK + 1)
         self._running = False  # whether any run is under way
         self._drifted = [False] * (MAX_BLOCK + 1)
+        # per block length: whether the run's copies stand under new labels of their own (a
+        # list of items), and whether a label came back among them (no item after all)
+        self._items = [False] * (MAX_BLOCK + 1)
+        self._relabelled = [False] * (MAX_BLOCK + 1)
         # per block length: where the run's first copy begins, and where it ends (the cut)
         self._first = [0] * (MAX_BLOCK + 1)
         self._kept_to = [0] * (MAX_BLOCK + 1)
@@ -197,29 +203,44 @@ class DriftRule(Rule):
             if len(recent) > MAX_BLOCK:
                 del recent[0]
             return None
+        label = paragraph.label
+        # a label not over any recent paragraph names a new item; one said again names none
+        # (``In short:``, then ``Once again:``, then ``In short:`` over the same paragraph)
+        new_label = bool(label) and all(p.label != label for p in recent)
         for lag in range(1, MAX_BLOCK + 1):
             if lag > len(recent):
                 continue
-            other = recent[-lag]
-            # under another label it is another item of a list (a letter to the next person;
-            # a heading over the first copy alone labels no item)
-            items = bool(other.label) and bool(paragraph.label) and other.label != paragraph.label
-            if items or not copies[lag - 1]:
+            if not copies[lag - 1]:
                 self._runs[lag] = 0
                 continue
+            other = recent[-lag]
             same = other.text == body  # (a comma or a space changed is a drifted copy)
             if self._runs[lag] == 0:
                 # a second copy of the block begins: its first copy ends where this begins
                 self._drifted[lag] = False
+                self._items[lag] = self._relabelled[lag] = False
                 self._first[lag] = recent[-lag].start
                 # (with the blank lines after it, when nothing else came between)
                 kept = recent[-1].end
                 self._kept_to[lag] = start if previous_end == kept else kept
+            if label and other.label and other.label != label:
+                # under a new label it is another item of a list (a letter to the next
+                # person; a heading over the first copy alone labels no item), unless the
+                # labels come back: then none of them names an item
+                if new_label:
+                    self._items[lag] = True
+                else:
+                    self._relabelled[lag] = True
             self._runs[lag] += 1
             self._running = True
             self._drifted[lag] = self._drifted[lag] or not same
             run = self._runs[lag]
-            if hit is None and self._drifted[lag] and run >= (self._copies - 1) * lag:
+            if (
+                hit is None
+                and self._drifted[lag]
+                and run >= (self._copies - 1) * lag
+                and self._judged(lag)
+            ):
                 cut = self._kept_to[lag]
                 hit = Hit(
                     rule="drift",
@@ -274,6 +295,10 @@ class DriftRule(Rule):
             self._verdicts[line_start] = _LIKE
         return True
 
+    def _judged(self, lag: int) -> bool:
+        """Whether the run of copies at ``lag`` may be a loop: no list of labelled items."""
+        return self._relabelled[lag] or not self._items[lag]
+
     def _reset(self) -> None:
         """Code, a table or a fence between paragraphs: the runs of copies are over."""
         if self._running:
@@ -287,7 +312,7 @@ class DriftRule(Rule):
         held = win.end
         if self._running:
             for lag in range(1, MAX_BLOCK + 1):
-                if self._runs[lag] and self._kept_to[lag] < held:
+                if self._runs[lag] and self._kept_to[lag] < held and self._judged(lag):
                     held = self._kept_to[lag]
         # The lines not read yet (a line is read at the checkpoint after it ends): the first
         # that begins like a recent paragraph may be its next copy. An ended line found blank
