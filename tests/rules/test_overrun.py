@@ -128,6 +128,75 @@ def test_a_list_that_paused_too_long_starts_again() -> None:
     assert stream(text, ((1, 50),))[0] is None
 
 
+TIPS = "Here are five tips:\n\n" + "".join(
+    f"{n}. {tip}.\n"
+    for n, tip in enumerate(
+        (
+            "Keep one wake-up time",
+            "Stop caffeine after noon",
+            "Dim the lights at nine",
+            "Keep the bedroom cool",
+            "Write tomorrow's list before bed",
+        ),
+        1,
+    )
+)
+ROUTINE = "".join(
+    f"{n}. {step}, slowly.\n"
+    for n, step in enumerate(
+        (
+            "Close the laptop",
+            "Tidy the desk",
+            "Pack tomorrow's bag",
+            "Make tea",
+            "Shower",
+            "Stretch",
+            "Read a chapter",
+            "Write three lines",
+            "Set the alarm",
+            "Open the window",
+            "Breathe",
+            "Lights out",
+        ),
+        1,
+    )
+)
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        "\nAnd an evening routine in twelve steps:\n\n",
+        "\n### Evening routine\n\n",
+        "\nWhy a routine helps: the body learns the order of the evening and winds down on "
+        "cue. Light matters most, since a dim room tells the brain that night has come. Food "
+        "and drink play their part too, and a late coffee can undo an hour of good habits. "
+        "Screens are harder: a phone in bed keeps the mind busy long after the lights go out. "
+        "None of this has to be strict, and a missed evening changes little. What counts is "
+        "the pattern over weeks, which the steps below make easy to keep without much "
+        "thought, even on the busy days when sleep is the first thing to give way.\n\n",
+    ],
+    ids=["line", "heading", "prose"],
+)
+def test_a_new_list_after_the_asked_one_is_another_list(between: str) -> None:
+    # five tips asked and given, then a twelve-step routine: its 6 to 12 follow no tip
+    hit, _ = stream(TIPS + between + ROUTINE, ((1, 5),))
+    assert hit is None
+
+
+def test_a_list_whose_items_say_its_first_number_still_counts_on() -> None:
+    # ``return 1`` inside a stub opens no list: the stubs past task_10 are still cut
+    body = "    return 1\n"
+    text = "```python\n" + "".join(f"def task_{n}():\n{body}\n" for n in range(1, 40))
+    hit, _ = stream(text, ((1, 10),))
+    assert hit is not None and hit.rule == "overrun"
+    assert text[hit.prune_offset :].startswith("def task_11")
+    # nor does an item that begins with it, once the list is past the asked end
+    items = "".join(f"{n}. 1 more item\n" for n in range(1, 40))
+    hit, _ = stream(items, ((1, 10),))
+    assert hit is not None and items[hit.prune_offset :].startswith("11. ")
+
+
 def test_a_list_past_a_count_asked_in_words_is_cut_after_it() -> None:
     text = "Here they are:\n\n" + "".join(f"{i}. user id {i}\n" for i in range(1, 400))
     detector = StreamDetector(CONFIG, watch="both", asked=asked_ranges("Give me ten user ids."))

@@ -14,7 +14,10 @@ first, and takes each next number (one more than the last) within :data:`ITEM_GA
 Other numbers in between (``x + 1`` in a stub's body, a nested ``task_2``) are passed over.
 
 Not a loop: a list that stops at the asked end, or goes a few bonus items past it (fewer than a
-fifth of the range, or than ``OVERRUN_ITEMS``), a range of fewer than ``asked.MIN_ASKED_ITEMS``
+fifth of the range, or than ``OVERRUN_ITEMS``); a list after the asked one (five tips asked
+and given, then a twelve-step routine): once a list reached the asked end and ended (a new
+list item opens with the range's first number, or no next number comes within
+:data:`ITEM_GAP`), the request got its list, and a later list is another one; a range of fewer than ``asked.MIN_ASKED_ITEMS``
 items (``3-5 examples`` bounds nothing), and any list when the request asked for no range (the
 rule is not built).
 """
@@ -45,6 +48,7 @@ MAX_DIGITS: Final = 6
 
 _NUMBER: Final = re.compile(r"\d+")
 _A_DIGIT: Final = re.compile(r"\d")
+_WORD: Final = re.compile(r"[^\W_]")  # a letter or digit: no list mark
 
 
 def overrun_items(first: int, last: int) -> int:
@@ -73,6 +77,9 @@ class OverrunRule(Rule):
         for first, last in asked:
             self._asked[first] = max(last, self._asked.get(first, last))
         self._chains: dict[int, _Chain] = {}  # one per asked first number
+        # asked first numbers whose list was written to the asked end and ended: a later
+        # list is another one (a five-tip answer's twelve-step routine)
+        self._answered: set[int] = set()
         self._scanned = 0  # numbers before this offset are followed
 
     @property
@@ -93,22 +100,38 @@ class OverrunRule(Rule):
             if end == stop and not final:
                 self._scanned = at  # it may have more digits
                 break
-            hit = self._follow(self._chains, win, number.group(), at, end)
+            hit = self._follow(self._chains, self._answered, win, number.group(), at, end)
             if hit is not None:
                 return hit
         return None
 
     def _follow(
-        self, chains: dict[int, _Chain], win: TextWindow, digits: str, at: int, end: int
+        self,
+        chains: dict[int, _Chain],
+        answered: set[int],
+        win: TextWindow,
+        digits: str,
+        at: int,
+        end: int,
     ) -> Hit | None:
         if len(digits) > MAX_DIGITS:
             return None
         value = int(digits)
         for first, last in self._asked.items():
+            if first in answered:
+                continue
             chain = chains.get(first)
-            if chain is not None and at - chain.seen_to > ITEM_GAP:
-                chain = None  # the list ended long ago
+            if chain is not None and (
+                at - chain.seen_to > ITEM_GAP
+                or (value == first and value != chain.value + 1 and _opens_item(win, at, end))
+            ):
+                # the list ended: long ago, or a new list begins (its first item); one that
+                # reached the asked end answered the request
                 del chains[first]
+                if chain.value >= last:
+                    answered.add(first)
+                    continue
+                chain = None
             if chain is None:
                 if value == first:
                     chains[first] = _Chain(last, value, end)
@@ -138,6 +161,7 @@ class OverrunRule(Rule):
         The numbers not yet followed are looked at without keeping what they say (the
         checkpoints decide)."""
         chains = {first: replace(chain) for first, chain in self._chains.items()}
+        answered = set(self._answered)
         start = max(self._scanned, win.base)
         end = win.end
         tail = win.slice(start, end)
@@ -145,7 +169,7 @@ class OverrunRule(Rule):
             if start + number.end() == end:
                 break  # it may have more digits (see below)
             at = start + number.start()
-            self._follow(chains, win, number.group(), at, start + number.end())
+            self._follow(chains, answered, win, number.group(), at, start + number.end())
         held = end
         for chain in chains.values():
             if end - chain.seen_to > ITEM_GAP:
@@ -155,6 +179,17 @@ class OverrunRule(Rule):
             elif chain.value == chain.last:
                 held = min(held, next_item_start(win, chain.seen_to, end))
         return held
+
+
+def _opens_item(win: TextWindow, at: int, end: int) -> bool:
+    """Whether the number at ``at``..``end`` opens a list item: only marks before it on its
+    line (``1.``, ``- 1)``, ``### 1.``) and a list mark right after it."""
+    line = win.slice(max(win.base, at - ITEM_PREFIX), at)
+    head = line[line.rfind("\n") + 1 :]
+    if (len(head) == len(line) and at - ITEM_PREFIX > win.base) or _WORD.search(head):
+        return False
+    # (one char after it: the checkpoint knows that much, whatever the chunking)
+    return win.slice(end, end + 1) in (".", ")", "、", "：", ":")
 
 
 def next_item_start(win: TextWindow, after: int, end: int) -> int:
