@@ -17,9 +17,9 @@ Not a loop: a list that stops at the asked end, or goes a few bonus items past i
 fifth of the range, or than ``OVERRUN_ITEMS``); a list after the asked one (five tips asked
 and given, then a twelve-step routine): once a list reached the asked end and ended (a new
 list item opens with the range's first number, or no next number comes within
-:data:`ITEM_GAP`), the request got its list, and a later list is another one; a range of fewer than ``asked.MIN_ASKED_ITEMS``
-items (``3-5 examples`` bounds nothing), and any list when the request asked for no range (the
-rule is not built).
+:data:`ITEM_GAP`), the request got its list, and a later list is another one; a range of
+fewer than ``asked.MIN_ASKED_ITEMS`` items (``3-5 examples`` bounds nothing); and any list
+when the request asked for no range (the rule is not built).
 """
 
 from __future__ import annotations
