@@ -238,6 +238,13 @@ def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
         ("In 2024 there were storms.", ()),  # a year
         ("Explain it in 10 to 12 words.", ()),  # a range too short, a length
         ("Summarise it in 100 words.", ()),
+        # a number after a name is a version, no count: a list of 14 features is no overrun
+        ("What are the new Java 8 features?", ()),
+        ("List Windows 10 tips for speed.", ()),
+        ("Best iPhone 15 cases under $50?", ()),
+        ("Summarise the Chapter 12 themes.", ()),
+        ("Show me the Top 10 films of 2020.", ((1, 10),)),  # a ranking word: a count
+        ("List 50 states.", ((1, 50),)),  # a word that opens its sentence: a count
     ],
 )
 def test_asked_ranges(prompt: str, ranges: tuple[tuple[int, int], ...]) -> None:

@@ -64,9 +64,31 @@ def _zh_number(text: str) -> int:
     return 10 * (_ZH_DIGITS[tens] if tens else 1) + (_ZH_DIGITS[ones] if ones else 0)
 
 
+# A number right after a word with a capital letter in it is part of a name ("Java 8
+# features", "Windows 10 tips", "iPhone 15 cases", "Chapter 12 themes"), no count, unless that
+# word opens its sentence ("List 50 states") or ranks the items ("the Top 10 films").
+_RANKING: Final = frozenset({"top", "best", "first", "last", "next", "only", "all"})
+_SENTENCE_ENDS: Final = ".!?:;\n。！？：；"
+
+
+def _names_a_version(text: str, at: int) -> bool:
+    """Whether the number at ``at`` follows a name (``Java 8``): a version, no count."""
+    head = text[max(0, at - 64) : at].rstrip(" \t")
+    words = head.split()
+    if not words or not any(c.isupper() for c in words[-1]):
+        return False
+    word = words[-1]
+    if word.strip("\"'(“”‘’*").lower() in _RANKING:
+        return False
+    before = head[: len(head) - len(word)].rstrip(" \t")
+    return bool(before) and before[-1] not in _SENTENCE_ENDS
+
+
 def _counts(text: str) -> list[int]:
     found = []
     for match in _EN_COUNT.finditer(text):
+        if _names_a_version(text, match.start()):
+            continue
         n = match["n"].lower()
         found.append(int(n) if n.isdigit() else _EN_NUMBERS[n])
     found.extend(_zh_number(match["n"]) for match in _ZH_COUNT.finditer(text))
