@@ -184,6 +184,35 @@ def test_a_new_list_after_the_asked_one_is_another_list(between: str) -> None:
     assert hit is None
 
 
+STEPS = ("Rinse", "Chop", "Heat the pan", "Fry", "Stir", "Season", "Simmer", "Taste", "Plate")
+FOODS = ("rice", "leeks", "beans", "tofu", "noodles", "squash", "lentils", "greens")
+
+
+def recipes(count: int, heading: str, steps: int = 8) -> str:
+    """``count`` recipes, each under its numbered heading, with its numbered steps."""
+    rng = random.Random(count)
+    return "".join(
+        heading.format(n)
+        + "".join(
+            f"{i}. {rng.choice(STEPS)} the {rng.choice(FOODS)}.\n" for i in range(1, steps + 1)
+        )
+        + "\n"
+        for n in range(1, count + 1)
+    )
+
+
+@pytest.mark.parametrize("heading", ["## Recipe {}\n\n", "**Recipe {}: one pot**\n\n"])
+def test_the_steps_under_each_asked_section_are_not_the_asked_list(heading: str) -> None:
+    # five recipes asked: eight steps under each count the steps, not the recipes
+    hit, _ = stream(recipes(5, heading), ((1, 5),))
+    assert hit is None
+    # twenty recipes when five were asked are cut at the sixth heading
+    text = recipes(20, heading, steps=2)
+    hit, _ = stream(text, ((1, 5),))
+    assert hit is not None and hit.rule == "overrun"
+    assert text[hit.prune_offset :].startswith(heading.format(6))
+
+
 def test_a_list_whose_items_say_its_first_number_still_counts_on() -> None:
     # ``return 1`` inside a stub opens no list: the stubs past task_10 are still cut
     body = "    return 1\n"

@@ -9,14 +9,18 @@ its range is one nobody asked for, and a model that writes a fifth as many again
 range begins, so what was asked for stays; the answer is then complete, and the engine finishes
 it instead of resuming (a continuation would only count on).
 
-The numbers are followed as a chain per asked range: it starts at a number equal to the range's
-first, and takes each next number (one more than the last) within :data:`ITEM_GAP` chars.
-Other numbers in between (``x + 1`` in a stub's body, a nested ``task_2``) are passed over.
+The numbers are followed as chains per asked range: one starts at a number equal to the range's
+first, and takes each next number (one more than the last) within :data:`ITEM_GAP` chars, in an
+item of the same shape (what precedes the number on its line, and the char after it: the
+headings ``## Recipe 2`` and the steps ``2.`` under them are two lists). Other numbers in
+between (``x + 1`` in a stub's body, a nested ``task_2``) are passed over. When the range's
+first number opens a heading or a bold label, the asked items are sections, and only the
+headings count them: the steps in a section are never cut.
 
 Not a loop: a list that stops at the asked end, or goes a few bonus items past it (fewer than a
 fifth of the range, or than ``OVERRUN_ITEMS``); a list after the asked one (five tips asked
-and given, then a twelve-step routine): once a list reached the asked end and ended (a new
-list item opens with the range's first number, or no next number comes within
+and given, then a twelve-step routine): once a list reached the asked end and ended (a list
+of its shape starts again at the range's first number, or no next number comes within
 :data:`ITEM_GAP`), the request got its list, and a later list is another one; a range of
 fewer than ``asked.MIN_ASKED_ITEMS`` items (``3-5 examples`` bounds nothing); and any list
 when the request asked for no range (the rule is not built).
@@ -48,7 +52,6 @@ MAX_DIGITS: Final = 6
 
 _NUMBER: Final = re.compile(r"\d+")
 _A_DIGIT: Final = re.compile(r"\d")
-_WORD: Final = re.compile(r"[^\W_]")  # a letter or digit: no list mark
 
 
 def overrun_items(first: int, last: int) -> int:
@@ -56,12 +59,27 @@ def overrun_items(first: int, last: int) -> int:
     return max(OVERRUN_ITEMS, (last - first + 1) // 5)
 
 
+# A number with more than ITEM_PREFIX chars, or a digit, before it on its line: an item of a
+# list written on one line (``…, 50, 51``), whatever comes before it.
+INLINE: Final = "…"
+# the chains followed per asked range at once (each number equal to its first may start one)
+MAX_CHAINS: Final = 16
+
+
 @dataclass(slots=True)
 class _Chain:
     last: int  # the end of the asked range it counts in
     value: int  # the number the list is at
     seen_to: int  # offset after that number
+    # its items' shape: what precedes the number on its line (``## Recipe ``, ``def task_``,
+    # ``""`` for ``1.``; INLINE) and the char after it
+    opener: str
+    after: str
     past: int | None = None  # where the first item past the range begins
+
+    def heading(self) -> bool:
+        """Whether its items are headings or bold labels (``## Recipe 2``, ``**Day 2**``)."""
+        return self.opener.lstrip().startswith(("#", "**"))
 
 
 class OverrunRule(Rule):
@@ -76,10 +94,15 @@ class OverrunRule(Rule):
         self._asked: dict[int, int] = {}  # first -> last (the longest range from it)
         for first, last in asked:
             self._asked[first] = max(last, self._asked.get(first, last))
-        self._chains: dict[int, _Chain] = {}  # one per asked first number
+        # per asked first number, the lists that count from it, one per shape of item (the
+        # headings of five recipes and the steps under each are two lists)
+        self._chains: dict[int, list[_Chain]] = {}
         # asked first numbers whose list was written to the asked end and ended: a later
         # list is another one (a five-tip answer's twelve-step routine)
         self._answered: set[int] = set()
+        # asked first numbers that open a heading (``## Recipe 1``): the asked items are
+        # sections, and a plain list in one counts its steps, not them
+        self._sectioned: set[int] = set()
         self._scanned = 0  # numbers before this offset are followed
 
     @property
@@ -100,15 +123,18 @@ class OverrunRule(Rule):
             if end == stop and not final:
                 self._scanned = at  # it may have more digits
                 break
-            hit = self._follow(self._chains, self._answered, win, number.group(), at, end)
+            hit = self._follow(
+                self._chains, self._answered, self._sectioned, win, number.group(), at, end
+            )
             if hit is not None:
                 return hit
         return None
 
     def _follow(
         self,
-        chains: dict[int, _Chain],
+        chains: dict[int, list[_Chain]],
         answered: set[int],
+        sectioned: set[int],
         win: TextWindow,
         digits: str,
         at: int,
@@ -117,31 +143,54 @@ class OverrunRule(Rule):
         if len(digits) > MAX_DIGITS:
             return None
         value = int(digits)
+        shape: tuple[str, str] | None = None
         for first, last in self._asked.items():
             if first in answered:
                 continue
-            chain = chains.get(first)
-            if chain is not None and (
-                at - chain.seen_to > ITEM_GAP
-                or (value == first and value != chain.value + 1 and _opens_item(win, at, end))
-            ):
-                # the list ended: long ago, or a new list begins (its first item); one that
-                # reached the asked end answered the request
-                del chains[first]
-                if chain.value >= last:
+            group = chains.get(first)
+            if group is None:
+                if value != first:
+                    continue  # (most numbers: nothing counts from this range yet)
+                group = chains[first] = []
+            # lists that paused too long ended; one that reached the asked end answered it
+            ended = [c for c in group if at - c.seen_to > ITEM_GAP]
+            if ended:
+                if any(_answers(c, first, sectioned) for c in ended):
                     answered.add(first)
+                    del chains[first]
                     continue
-                chain = None
+                group[:] = [c for c in group if at - c.seen_to <= ITEM_GAP]
+            if shape is None:
+                shape = _shape(win, at, end)
+            opener, after = shape
+            chain = _next_in(group, first, value, opener, after)
             if chain is None:
-                if value == first:
-                    chains[first] = _Chain(last, value, end)
+                if value != first:
+                    continue
+                same = [c for c in group if c.opener == opener and c.after == after]
+                if any(_answers(c, first, sectioned) for c in same):
+                    # the list starts again: the one that reached the asked end was the
+                    # answer, and this is another list
+                    answered.add(first)
+                    del chains[first]
+                    continue
+                for c in same:
+                    group.remove(c)
+                group.append(_Chain(last, value, end, opener, after))
+                if len(group) > MAX_CHAINS:
+                    del group[0]
+                if opener.lstrip().startswith(("#", "**")):
+                    sectioned.add(first)
                 continue
-            if value != chain.value + 1:
-                continue
-            chain.value, chain.seen_to = value, end
+            # (a one-line list's first item opens its line, the next ones follow a comma)
+            chain.value, chain.seen_to, chain.opener = value, end, opener
             if value == last + 1:
                 chain.past = item_start(win, at)
-            if chain.past is not None and value - last >= overrun_items(first, last):
+            if (
+                chain.past is not None
+                and value - last >= overrun_items(first, last)
+                and (first not in sectioned or chain.heading())
+            ):
                 return Hit(
                     rule="overrun",
                     channel=self.channel,
@@ -160,8 +209,8 @@ class OverrunRule(Rule):
         could still be one (``def task_``), a number still being written (``5`` of ``51``).
         The numbers not yet followed are looked at without keeping what they say (the
         checkpoints decide)."""
-        chains = {first: replace(chain) for first, chain in self._chains.items()}
-        answered = set(self._answered)
+        chains = {first: [replace(c) for c in group] for first, group in self._chains.items()}
+        answered, sectioned = set(self._answered), set(self._sectioned)
         start = max(self._scanned, win.base)
         end = win.end
         tail = win.slice(start, end)
@@ -169,27 +218,54 @@ class OverrunRule(Rule):
             if start + number.end() == end:
                 break  # it may have more digits (see below)
             at = start + number.start()
-            self._follow(chains, answered, win, number.group(), at, start + number.end())
+            self._follow(
+                chains, answered, sectioned, win, number.group(), at, start + number.end()
+            )
         held = end
-        for chain in chains.values():
-            if end - chain.seen_to > ITEM_GAP:
-                continue  # the list ended
-            if chain.past is not None:
-                held = min(held, chain.past)
-            elif chain.value == chain.last:
-                held = min(held, next_item_start(win, chain.seen_to, end))
+        for first, group in chains.items():
+            for chain in group:
+                if end - chain.seen_to > ITEM_GAP:
+                    continue  # the list ended
+                if first in sectioned and not chain.heading():
+                    continue  # the steps of a section: never cut
+                if chain.past is not None:
+                    held = min(held, chain.past)
+                elif chain.value == chain.last:
+                    held = min(held, next_item_start(win, chain.seen_to, end))
         return held
 
 
-def _opens_item(win: TextWindow, at: int, end: int) -> bool:
-    """Whether the number at ``at``..``end`` opens a list item: only marks before it on its
-    line (``1.``, ``- 1)``, ``### 1.``) and a list mark right after it."""
-    line = win.slice(max(win.base, at - ITEM_PREFIX), at)
-    head = line[line.rfind("\n") + 1 :]
-    if (len(head) == len(line) and at - ITEM_PREFIX > win.base) or _WORD.search(head):
-        return False
-    # (one char after it: the checkpoint knows that much, whatever the chunking)
-    return win.slice(end, end + 1) in (".", ")", "、", "：", ":")
+def _shape(win: TextWindow, at: int, end: int) -> tuple[str, str]:
+    """The shape of the item whose number is at ``at``..``end``: what precedes it on its line
+    (INLINE when that is long or holds a digit) and the char after it (the checkpoint knows
+    that one, whatever the chunking)."""
+    line = win.slice(max(win.base, at - ITEM_PREFIX - 1), at)
+    newline = line.rfind("\n")
+    opener = line[newline + 1 :]
+    if (newline < 0 and len(line) > ITEM_PREFIX) or _A_DIGIT.search(opener):
+        opener = INLINE
+    return opener, win.slice(end, end + 1)
+
+
+def _next_in(
+    group: list[_Chain], first: int, value: int, opener: str, after: str
+) -> _Chain | None:
+    """The list in ``group`` whose next item this number is: one more than its last, of its
+    shape (a one-line list's first item opens the line, the next ones do not)."""
+    for chain in group:
+        if (
+            value == chain.value + 1
+            and after == chain.after
+            and (opener == chain.opener or (opener == INLINE and chain.value == first))
+        ):
+            return chain
+    return None
+
+
+def _answers(chain: _Chain, first: int, sectioned: set[int]) -> bool:
+    """Whether ``chain``, now ended, was the list the request asked for, written to its end:
+    in an answer of sections, only the sections' headings count them."""
+    return chain.value >= chain.last and (first not in sectioned or chain.heading())
 
 
 def next_item_start(win: TextWindow, after: int, end: int) -> int:
