@@ -274,6 +274,16 @@ def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
         ("Summarise the Chapter 12 themes.", ()),
         ("Show me the Top 10 films of 2020.", ((1, 10),)),  # a ranking word: a count
         ("List 50 states.", ((1, 50),)),  # a word that opens its sentence: a count
+        # a count the sentence does not ask for describes: the answer's lists are its own
+        ("I manage a team of 6 engineers. Suggest some team-building activities.", ()),
+        ("Plan a party for 20 guests.", ()),
+        ("Write an FAQ page for our garden. We have 40 plots and a waiting list.", ()),
+        ("我们团队有6个人，推荐一些团建活动。", ()),
+        ("What are 10 good names for a dog?", ((1, 10),)),
+        ("10 tips for better sleep, please.", ((1, 10),)),
+        ("Seed the poems table with 20 rows.", ((1, 20),)),
+        ("生成一份CSV格式的员工信息表，30行，用于导入功能测试。", ((1, 30),)),
+        ("用Java写一个Student类，有15个属性。", ((1, 15),)),
     ],
 )
 def test_asked_ranges(prompt: str, ranges: tuple[tuple[int, int], ...]) -> None:

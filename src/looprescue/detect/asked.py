@@ -1,6 +1,7 @@
 """The numbered range a request asks for: "the numbers from 1 to 50", "task_1 到 task_10",
 or a count of items, in digits or in words: "50 user ids", "ten stubs", "写出30个编号" (the
-items 1 to N).
+items 1 to N). A count is one the sentence asks for ("give me 10 tips"); one it describes
+("a team of 6 engineers", "a party for 20 guests", "Java 8 features") bounds nothing.
 
 A counted list's text cannot say where it should stop; only the request can. The ``overrun``
 rule (``rules/overrun.py``) reads the ranges found here to tell a list the user asked for from
@@ -84,14 +85,54 @@ def _names_a_version(text: str, at: int) -> bool:
     return bool(before) and before[-1] not in _SENTENCE_ENDS
 
 
+# A count is asked for when its sentence asks for something to be written: "give me 10 tips",
+# "I want 30 names", "what are ten good names"; "I have 6 engineers", "a party for 20 guests"
+# describe, and a list the answer writes for them is as long as it needs to be.
+_EN_ASKING: Final = re.compile(
+    r"\b(?:give|list|write|name|suggest|generate|create|provide|show|make|recommend|want|need"
+    r"|share|tell|find|draft|produce|print|output|return|compose|prepare|brainstorm|come up"
+    r"|think of|add|build|design|plan|outline|seed|insert|fill|populate|what|which)\b",
+    re.IGNORECASE,
+)
+_ZH_ASKING: Final = re.compile(
+    r"写|列|给|帮|生成|提供|推荐|出|编|设计|想|起|取|举|说|做|建|插入|制定|规划|安排|准备|整理|总结"
+    r"|造|来|要|哪|什么"
+)
+_FOR_WHOM: Final = re.compile(r"\b(?:for|serves|feeds|has|have|had)\s*$", re.IGNORECASE)
+# where a sentence begins: its count is asked for only by words after this
+_CLAUSE_END: Final = re.compile(r"[.!?;\n。！？；]")
+
+
+def _clause_before(text: str, at: int) -> str:
+    """The text of the sentence before ``at``."""
+    head = text[max(0, at - 120) : at]
+    ends = list(_CLAUSE_END.finditer(head))
+    return head[ends[-1].end() :] if ends else head
+
+
+def _asks(clause: str) -> bool:
+    """Whether the sentence before a count asks for its items: the count opens it ("10 tips
+    for sleep"), or a word that asks comes before it, and no "for" right before it ("a party
+    for 20 guests" is for whom, not how many)."""
+    head = clause.strip()
+    if not head:
+        return True
+    return _EN_ASKING.search(head) is not None and not _FOR_WHOM.search(head)
+
+
 def _counts(text: str) -> list[int]:
     found = []
     for match in _EN_COUNT.finditer(text):
-        if _names_a_version(text, match.start()):
+        at = match.start()
+        clause = _clause_before(text, at)
+        if _names_a_version(text, at) or not _asks(clause):
             continue
         n = match["n"].lower()
         found.append(int(n) if n.isdigit() else _EN_NUMBERS[n])
-    found.extend(_zh_number(match["n"]) for match in _ZH_COUNT.finditer(text))
+    for match in _ZH_COUNT.finditer(text):
+        clause = _clause_before(text, match.start()).strip()
+        if not clause or _ZH_ASKING.search(clause):
+            found.append(_zh_number(match["n"]))
     return found
 
 

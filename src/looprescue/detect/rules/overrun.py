@@ -218,9 +218,7 @@ class OverrunRule(Rule):
             if start + number.end() == end:
                 break  # it may have more digits (see below)
             at = start + number.start()
-            self._follow(
-                chains, answered, sectioned, win, number.group(), at, start + number.end()
-            )
+            self._follow(chains, answered, sectioned, win, number.group(), at, start + number.end())
         held = end
         for first, group in chains.items():
             for chain in group:
@@ -247,9 +245,7 @@ def _shape(win: TextWindow, at: int, end: int) -> tuple[str, str]:
     return opener, win.slice(end, end + 1)
 
 
-def _next_in(
-    group: list[_Chain], first: int, value: int, opener: str, after: str
-) -> _Chain | None:
+def _next_in(group: list[_Chain], first: int, value: int, opener: str, after: str) -> _Chain | None:
     """The list in ``group`` whose next item this number is: one more than its last, of its
     shape (a one-line list's first item opens the line, the next ones do not)."""
     for chain in group:
