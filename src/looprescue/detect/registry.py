@@ -25,6 +25,7 @@ from looprescue.detect.rules.drift import DriftRule
 from looprescue.detect.rules.echo import EchoRule
 from looprescue.detect.rules.imports import ImportsRule
 from looprescue.detect.rules.lines import LinesRule
+from looprescue.detect.rules.opener import OpenerRule
 from looprescue.detect.rules.overrun import OverrunRule
 from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.parrot import ParrotRule
@@ -106,6 +107,10 @@ def _drift(ctx: RuleContext) -> Rule | None:
     return DriftRule(ctx.channel, ctx.cfg)
 
 
+def _opener(ctx: RuleContext) -> Rule | None:
+    return OpenerRule(ctx.channel, ctx.cfg)
+
+
 def _overrun(ctx: RuleContext) -> Rule | None:
     if not ctx.asked:
         return None
@@ -138,6 +143,7 @@ RULES: Final[tuple[Callable[[RuleContext], Rule | None], ...]] = (
     _paragraph,
     _periodic,
     _drift,
+    _opener,
     _overrun,
     _counted,
     _parrot,
