@@ -89,7 +89,8 @@ class OpenerRule(Rule):
         self._lines = 0
         self._first = 0
         self._first_end = 0
-        self._seen: dict[str, None] = {}  # the run's lines, each once
+        self._first_line = ""  # the run's first line, stripped
+        self._seen: dict[str, None] = {}  # the run's lines, each once (from its second on)
         self._shapes: dict[str, None] = {}  # the same with their digits masked
         self._width = 0  # of the run's lines (a CJK char counted as two)
 
@@ -126,17 +127,26 @@ class OpenerRule(Rule):
             self._opener = ""  # code or a table: lines alike are how they are written
             return None
         opener = _common_head(self._opener, stripped) if self._opener else ""
-        if text_width(opener) < MIN_WIDTH:
-            # a new run: this line's head is the opener its next lines must share
+        if len(opener) < MIN_WIDTH and (
+            2 * len(opener) < MIN_WIDTH or text_width(opener) < MIN_WIDTH
+        ):
+            # a new run: this line's head is the opener its next lines must share (most
+            # lines; the run's tallies wait for a second line)
             head = stripped[:MAX_CHARS]
+            wide = len(head) >= MIN_WIDTH or (
+                2 * len(head) >= MIN_WIDTH and text_width(head) >= MIN_WIDTH
+            )
             # (a divider or other marks alone are layout: no opener)
-            self._opener = head if text_width(head) >= MIN_WIDTH and has_alnum(head) else ""
-            self._lines, self._seen = 1, {stripped: None}
-            self._shapes = {_NUMBER.sub("#", stripped): None}
+            self._opener = head if wide and has_alnum(head) else ""
+            self._lines, self._first_line = 1, stripped
             self._first, self._first_end = start, end
-            self._width = text_width(stripped)
             return None
         self._opener = opener
+        if self._lines == 1:
+            first = self._first_line
+            self._seen = {first: None}
+            self._shapes = {_NUMBER.sub("#", first): None}
+            self._width = text_width(first)
         self._lines += 1
         self._seen[stripped] = None
         self._shapes[_NUMBER.sub("#", stripped)] = None
