@@ -213,6 +213,33 @@ def test_the_steps_under_each_asked_section_are_not_the_asked_list(heading: str)
     assert text[hit.prune_offset :].startswith(heading.format(6))
 
 
+def dishes(count: int, indent: str, steps: int = 12) -> str:
+    """``count`` numbered dishes, each with its own numbered steps under it."""
+    rng = random.Random(count)
+    return "".join(
+        f"{n}. **Dish {n}**\n"
+        + "".join(
+            f"{indent}{i}. {rng.choice(STEPS)} the {rng.choice(FOODS)}.\n"
+            for i in range(1, steps + 1)
+        )
+        for n in range(1, count + 1)
+    )
+
+
+@pytest.mark.parametrize("indent", ["   ", "\t", ""], ids=["spaces", "tab", "none"])
+def test_the_steps_of_an_asked_item_are_its_own_list(indent: str) -> None:
+    # five dishes asked: twelve steps under the first are that dish's, not dishes 6 to 12
+    hit, _ = stream(dishes(5, indent), ((1, 5),))
+    assert hit is None
+
+
+def test_items_past_the_asked_end_with_steps_under_each_are_cut() -> None:
+    text = dishes(20, "   ", steps=2)
+    hit, _ = stream(text, ((1, 5),))
+    assert hit is not None and hit.rule == "overrun"
+    assert text[hit.prune_offset :].startswith("6. **Dish 6**")
+
+
 def test_a_list_whose_items_say_its_first_number_still_counts_on() -> None:
     # ``return 1`` inside a stub opens no list: the stubs past task_10 are still cut
     body = "    return 1\n"

@@ -15,7 +15,9 @@ item of the same shape (what precedes the number on its line, and the char after
 headings ``## Recipe 2`` and the steps ``2.`` under them are two lists). Other numbers in
 between (``x + 1`` in a stub's body, a nested ``task_2``) are passed over. When the range's
 first number opens a heading or a bold label, the asked items are sections, and only the
-headings count them: the steps in a section are never cut.
+headings count them: the steps in a section are never cut. A list that begins while one of
+the range has not reached its end is that item's own (the steps of the first of five
+recipes, indented or not) and is never cut either.
 
 Not a loop: a list that stops at the asked end, or goes a few bonus items past it (fewer than a
 fifth of the range, or than ``OVERRUN_ITEMS``); a list after the asked one (five tips asked
@@ -75,6 +77,9 @@ class _Chain:
     # ``""`` for ``1.``; INLINE) and the char after it
     opener: str
     after: str
+    # it began inside an item of an unfinished list of the range (the steps of the first of
+    # five recipes): never the asked list
+    nested: bool = False
     past: int | None = None  # where the first item past the range begins
 
     def heading(self) -> bool:
@@ -174,9 +179,13 @@ class OverrunRule(Rule):
                     answered.add(first)
                     del chains[first]
                     continue
-                for c in same:
-                    group.remove(c)
-                group.append(_Chain(last, value, end, opener, after))
+                # inside an item of a list that has not reached the asked end, a list is that
+                # item's own (its steps), however it is numbered or indented
+                nested = any(c.opener != INLINE and not c.nested and c.value <= last for c in group)
+                if not nested:
+                    for c in same:
+                        group.remove(c)  # the list starts again
+                group.append(_Chain(last, value, end, opener, after, nested))
                 if len(group) > MAX_CHAINS:
                     del group[0]
                 if opener.lstrip().startswith(("#", "**")):
@@ -189,6 +198,7 @@ class OverrunRule(Rule):
             if (
                 chain.past is not None
                 and value - last >= overrun_items(first, last)
+                and not chain.nested
                 and (first not in sectioned or chain.heading())
             ):
                 return Hit(
@@ -224,8 +234,8 @@ class OverrunRule(Rule):
             for chain in group:
                 if end - chain.seen_to > ITEM_GAP:
                     continue  # the list ended
-                if first in sectioned and not chain.heading():
-                    continue  # the steps of a section: never cut
+                if chain.nested or (first in sectioned and not chain.heading()):
+                    continue  # the steps of an item or a section: never cut
                 if chain.past is not None:
                     held = min(held, chain.past)
                 elif chain.value == chain.last:
@@ -248,7 +258,7 @@ def _shape(win: TextWindow, at: int, end: int) -> tuple[str, str]:
 def _next_in(group: list[_Chain], first: int, value: int, opener: str, after: str) -> _Chain | None:
     """The list in ``group`` whose next item this number is: one more than its last, of its
     shape (a one-line list's first item opens the line, the next ones do not)."""
-    for chain in group:
+    for chain in reversed(group):  # (the latest first: a sublist goes on before its item)
         if (
             value == chain.value + 1
             and after == chain.after
@@ -261,7 +271,11 @@ def _next_in(group: list[_Chain], first: int, value: int, opener: str, after: st
 def _answers(chain: _Chain, first: int, sectioned: set[int]) -> bool:
     """Whether ``chain``, now ended, was the list the request asked for, written to its end:
     in an answer of sections, only the sections' headings count them."""
-    return chain.value >= chain.last and (first not in sectioned or chain.heading())
+    return (
+        chain.value >= chain.last
+        and not chain.nested
+        and (first not in sectioned or chain.heading())
+    )
 
 
 def next_item_start(win: TextWindow, after: int, end: int) -> int:
