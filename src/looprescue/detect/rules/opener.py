@@ -49,7 +49,11 @@ OPENER_LINES: Final = 6
 MIN_WIDTH: Final = 24
 # A line's head is read from at most this many of its chars.
 MAX_CHARS: Final = 240
+# A run that has said this many different lines says something new: it starts again (the
+# memory a run holds stays bounded).
+MAX_SEEN: Final = 64
 
+# a number with its decimal or time parts: what a log's readings change
 _NUMBER: Final = re.compile(r"\d+(?:[.,:]\d+)*")
 
 
@@ -127,6 +131,8 @@ class OpenerRule(Rule):
             self._opener = ""  # code or a table: lines alike are how they are written
             return None
         opener = _common_head(self._opener, stripped) if self._opener else ""
+        if len(self._seen) >= MAX_SEEN and stripped not in self._seen:
+            opener = ""  # (many lines, mostly new: no loop so far, and none to keep)
         if len(opener) < MIN_WIDTH and (
             2 * len(opener) < MIN_WIDTH or text_width(opener) < MIN_WIDTH
         ):
@@ -138,7 +144,7 @@ class OpenerRule(Rule):
             )
             # (a divider or other marks alone are layout: no opener)
             self._opener = head if wide and has_alnum(head) else ""
-            self._lines, self._first_line = 1, stripped
+            self._lines, self._first_line, self._seen = 1, stripped, {}
             self._first, self._first_end = start, end
             return None
         self._opener = opener
