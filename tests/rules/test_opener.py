@@ -110,3 +110,14 @@ def test_a_run_needs_six_lines_and_repeated_ones(channel):
     # every line's tail new: the run says something new each time
     tails = [f" for the {n}th time, with a new reason." for n in range(40)]
     assert stream(LEAD + announcing(EN_HEAD, tails, 40), channel) is None
+
+
+def test_a_long_run_of_new_lines_keeps_a_bounded_memory():
+    from looprescue.detect.channel import ChannelDetector
+    from looprescue.detect.rules.opener import MAX_SEEN
+
+    detector = ChannelDetector("reasoning", DetectorConfig())
+    rule = detector.rule("opener")
+    for n in range(1000):
+        assert detector.feed(f"Now I will read the next file in the list: src/mod_{n}.py\n") is None
+        assert len(rule._seen) <= MAX_SEEN
