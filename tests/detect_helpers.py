@@ -26,6 +26,21 @@ def stream(
     return detector.flush(channel)
 
 
+def released_and_hit(text: str, channel: str, seed: int = 0) -> tuple[int, Hit | None]:
+    """(the furthest the watermark released, the hit), in random 2-6 char deltas, as the
+    proxy asks for the watermark after every delta."""
+    from looprescue.corpus import random_deltas
+
+    detector = StreamDetector(DetectorConfig(), watch="both")
+    released = 0
+    for delta in random_deltas(text, random.Random(seed)):
+        hit = detector.feed(channel, delta)
+        if hit is not None:
+            return released, hit
+        released = max(released, detector.safe_offset(channel))
+    return released, detector.flush(channel)
+
+
 def fires(text: str, channel: str = "reasoning", config=None) -> bool:
     return stream(text, channel, config=config) is not None
 

@@ -5,25 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.detect_helpers import stream
+from tests.detect_helpers import released_and_hit, stream
 
-from looprescue.config import DetectorConfig
-from looprescue.corpus import random_deltas
-from looprescue.detect import Hit, StreamDetector, scan_text
+from looprescue.detect import scan_text
 
 CHANNELS = ["text", "reasoning"]
-
-
-def released_and_hit(text: str, channel: str, seed: int = 0) -> tuple[int, Hit | None]:
-    """(the furthest the watermark released, the hit), in random 2-6 char deltas."""
-    detector = StreamDetector(DetectorConfig(), watch="both")
-    released = 0
-    for delta in random_deltas(text, random.Random(seed)):
-        hit = detector.feed(channel, delta)
-        if hit is not None:
-            return released, hit
-        released = max(released, detector.safe_offset(channel))
-    return released, detector.flush(channel)
 
 
 def drifting(template: str, words: list[str], copies: int, seed: int = 1) -> list[str]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.detect_helpers import stream
+from tests.detect_helpers import released_and_hit, stream
 
 from looprescue.config import DetectorConfig
-from looprescue.corpus import random_deltas
-from looprescue.detect import Hit, StreamDetector, scan_text
+from looprescue.detect import scan_text
 
 CHANNELS = ["text", "reasoning"]
 LEAD = "The user wants the current price. I have a tool for that, so I will use it.\n\n"
@@ -31,18 +30,6 @@ EN_TAILS = [
 # 19 CJK chars: 24 wide or more only when a CJK char counts as two
 ZH_HEAD = "我现在就调用天气工具查询北京明天的天气"
 ZH_TAILS = ["。", "。好。", "，然后根据返回结果回答用户。", "，等工具返回后再整理答案。"]
-
-
-def released_and_hit(text: str, channel: str, seed: int = 0) -> tuple[int, Hit | None]:
-    """(the furthest the watermark released, the hit), in random 2-6 char deltas."""
-    detector = StreamDetector(DetectorConfig(), watch="both")
-    released = 0
-    for delta in random_deltas(text, random.Random(seed)):
-        hit = detector.feed(channel, delta)
-        if hit is not None:
-            return released, hit
-        released = max(released, detector.safe_offset(channel))
-    return released, detector.flush(channel)
 
 
 @pytest.mark.parametrize("channel", CHANNELS)

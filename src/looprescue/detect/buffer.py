@@ -389,3 +389,21 @@ class TextWindow:
     def fslice(self, start: int, stop: int) -> str:
         """Folded text between two absolute folded offsets (clipped to what is held)."""
         return self.folded[max(0, start - self.fbase) : max(0, stop - self.fbase)]
+
+
+def ended_lines(win: TextWindow, start: int, cp: int, final: bool) -> list[tuple[str, int, int]]:
+    """The lines from ``start`` (a line's start) that have ended by checkpoint ``cp``, each
+    with where it begins and where it ends (after its line break); with ``final`` the last
+    one too, unended (the text ends there). Rules that judge whole lines read them so."""
+    text = win.slice(start, cp)
+    lines: list[tuple[str, int, int]] = []
+    at = 0
+    while at < len(text):
+        brk = text.find("\n", at)
+        if brk < 0:
+            if not final:
+                break  # the line goes on past the checkpoint
+            brk = len(text) - 1  # the last line, unended: judged as it is
+        lines.append((text[at : brk + 1], start + at, start + brk + 1))
+        at = brk + 1
+    return lines

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from looprescue.config import DetectorConfig
-from looprescue.detect.buffer import TextWindow
+from looprescue.detect.buffer import TextWindow, ended_lines
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.nearcopy import edit_distance_within
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
@@ -143,18 +143,7 @@ class DriftRule(Rule):
     def at_checkpoint(
         self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
     ) -> Hit | None:
-        start = max(self._read, win.base)
-        text = win.slice(start, cp)
-        at = 0
-        while at < len(text):
-            brk = text.find("\n", at)
-            if brk < 0:
-                if not final:
-                    break  # the line goes on past the checkpoint
-                brk = len(text) - 1  # the last line, unended: judged as it is
-            line = text[at : brk + 1]
-            line_start, line_end = start + at, start + brk + 1
-            at = brk + 1
+        for line, line_start, line_end in ended_lines(win, max(self._read, win.base), cp, final):
             self._read = line_end
             self._verdicts.pop(line_start, None)
             hit = self._on_line(line, line_start, line_end, segmenter)

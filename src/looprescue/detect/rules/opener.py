@@ -33,7 +33,7 @@ import re
 from typing import Final
 
 from looprescue.config import DetectorConfig
-from looprescue.detect.buffer import TextWindow
+from looprescue.detect.buffer import TextWindow, ended_lines
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
 from looprescue.detect.segment import Segmenter
@@ -101,18 +101,7 @@ class OpenerRule(Rule):
     def at_checkpoint(
         self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
     ) -> Hit | None:
-        start = max(self._read, win.base)
-        text = win.slice(start, cp)
-        at = 0
-        while at < len(text):
-            brk = text.find("\n", at)
-            if brk < 0:
-                if not final:
-                    break  # the line goes on past the checkpoint
-                brk = len(text) - 1
-            line_start, line_end = start + at, start + brk + 1
-            line = text[at : brk + 1]
-            at = brk + 1
+        for line, line_start, line_end in ended_lines(win, max(self._read, win.base), cp, final):
             self._read = line_end
             hit = self._on_line(line, line_start, line_end, segmenter)
             if hit is not None:
