@@ -96,6 +96,8 @@ class TextWindow:
         "_end_ph",
         "_end_start",
         "_end_state",
+        "_lines",
+        "_lines_at",
         "_run_len",
         "_run_ph",
         "_run_start",
@@ -144,6 +146,10 @@ class TextWindow:
         self._end_state = _NO_END
         self._end_ph = 0
         self._end_start = 0
+        # The last ``ended_lines`` answer and what it was asked: the rules that read whole
+        # lines ask the same at a checkpoint, one after the other.
+        self._lines_at = (-1, -1, False)
+        self._lines: list[tuple[str, int, int]] = []
 
     # -- receiving ------------------------------------------------------------------------
     def sync(self) -> None:
@@ -394,7 +400,11 @@ class TextWindow:
 def ended_lines(win: TextWindow, start: int, cp: int, final: bool) -> list[tuple[str, int, int]]:
     """The lines from ``start`` (a line's start) that have ended by checkpoint ``cp``, each
     with where it begins and where it ends (after its line break); with ``final`` the last
-    one too, unended (the text ends there). Rules that judge whole lines read them so."""
+    one too, unended (the text ends there). Rules that judge whole lines read them so. (The
+    text before ``cp`` never changes, so the last answer serves the next rule that asks.)"""
+    asked = (start, cp, final)
+    if win._lines_at == asked:
+        return win._lines
     text = win.slice(start, cp)
     lines: list[tuple[str, int, int]] = []
     at = 0
@@ -406,4 +416,5 @@ def ended_lines(win: TextWindow, start: int, cp: int, final: bool) -> list[tuple
             brk = len(text) - 1  # the last line, unended: judged as it is
         lines.append((text[at : brk + 1], start + at, start + brk + 1))
         at = brk + 1
+    win._lines_at, win._lines = asked, lines
     return lines

@@ -77,6 +77,8 @@ LOOK_BACK: Final = 8000
 _TOKEN: Final = re.compile(
     r"[A-Za-z\u00c0-\u024f]+|[0-9]+(?:\.[0-9]+)?|[\u3040-\u30ff\u4e00-\u9fff]"
 )
+# the number tokens alone (no word token holds a digit, so they are the same ones)
+_NUMBER_TOKEN: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 # A line's label: a list mark or number, then up to three words and a colon.
 _LABEL: Final = re.compile(
     r"^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)?(?:\*\*)?(?:[^\s:：*]{1,24}(?:\s[^\s:：*]{1,24}){0,2})?"
@@ -99,13 +101,20 @@ class _Paragraph:
     tokens: list[str] = field(default_factory=list)
     kinds: set[str] = field(default_factory=set)  # its tokens as a set, for a quick look
     numbers: list[str] = field(default_factory=list)
+    counted: bool = False
     read: bool = False
+
+    def read_numbers(self) -> None:
+        """Its numbers alone: a cheaper look than its tokens, and most paragraphs of a
+        similar length differ in them already."""
+        if not self.counted:
+            self.numbers = _NUMBER_TOKEN.findall(self.text)
+            self.counted = True
 
     def read_tokens(self) -> None:
         if not self.read:
             self.tokens = _TOKEN.findall(self.text)
             self.kinds = set(self.tokens)
-            self.numbers = [t for t in self.tokens if "0" <= t[0] <= "9"]
             self.read = True
 
 
@@ -347,9 +356,13 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> bool:
     # a near-copy swaps a word or two: its length hardly changes (looked at before its tokens)
     if abs(len(a.text) - len(b.text)) > len(a.text) // 5 + 8:
         return False
+    a.read_numbers()
+    b.read_numbers()
+    if a.numbers != b.numbers:
+        return False
     a.read_tokens()
     b.read_tokens()
-    return len(a.tokens) >= MIN_TOKENS and a.numbers == b.numbers and _near(a, b)
+    return len(a.tokens) >= MIN_TOKENS and _near(a, b)
 
 
 def _near(a: _Paragraph, b: _Paragraph) -> bool:
