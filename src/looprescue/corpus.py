@@ -13,7 +13,7 @@ import orjson
 
 from looprescue.config import DetectorConfig
 from looprescue.detect import StreamDetector
-from looprescue.detect.asked import asked_ranges, largest_count
+from looprescue.detect.asked import asked_ranges, asked_sections, largest_count
 
 LABELS = ("loop", "normal", "borderline")
 # Loop excerpts shorter than this are continued by repeating their looping part, so that a
@@ -271,9 +271,12 @@ def judge(record: Record, config: DetectorConfig, rng: random.Random) -> Verdict
     text = record.scored_text()
     allowed = record.allowed_copy()
     asked = asked_ranges(record.prompt) if record.prompt else ()
+    sections = asked_sections(record.prompt) if record.prompt else ()
     asked_up_to = largest_count(record.prompt) if record.prompt else None
     channel = record.channel
-    detector = StreamDetector(config, watch="both", asked=asked, asked_up_to=asked_up_to)
+    detector = StreamDetector(
+        config, watch="both", asked=asked, asked_up_to=asked_up_to, sections=sections
+    )
     consumed = released = 0
     for delta in random_deltas(text, rng):
         consumed += len(delta)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from looprescue.config import load_config
 from looprescue.corpus import random_deltas
 from looprescue.detect import StreamDetector
-from looprescue.detect.asked import asked_ranges
+from looprescue.detect.asked import asked_ranges, asked_sections
 from looprescue.detect.rules.overrun import overrun_items
 
 CONFIG = load_config(None, {})
@@ -259,6 +259,97 @@ def test_a_list_past_a_count_asked_in_words_is_cut_after_it() -> None:
     hit = detector.feed("text", text) or detector.flush("text")
     assert hit is not None and hit.rule == "overrun"
     assert text[: hit.prune_offset].endswith("10. user id 10\n")
+
+
+def days(count: int, heading: str, stops: int = 3) -> str:
+    """A trip plan of ``count`` days, each under its heading, with its bulleted stops."""
+    rng = random.Random(count)
+    places = ("the old town", "the lake", "a tea farm", "the museum", "the night market")
+    return "Here is the plan.\n\n" + "".join(
+        heading.format(n) + "".join(f"- Visit {rng.choice(places)}.\n" for _ in range(stops))
+        + "\n"
+        for n in range(1, count + 1)
+    )
+
+
+def sectioned(text: str, prompt: str, seed: int = 0) -> object:
+    """The hit on ``text`` streamed in random deltas, told what ``prompt`` asks for."""
+    detector = StreamDetector(
+        CONFIG, watch="both", asked=asked_ranges(prompt), sections=asked_sections(prompt)
+    )
+    for delta in random_deltas(text, random.Random(seed)):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            return hit
+    return detector.flush("text")
+
+
+@pytest.mark.parametrize(
+    ("prompt", "heading"),
+    [
+        ("Plan a 3-day trip to Hangzhou.", "## Day {}\n\n"),
+        ("Plan three days in Hangzhou for me.", "**Day {}**\n"),
+        ("帮我规划一个3天的杭州旅游行程。", "### 第{}天\n\n"),
+        ("给我写一个三章的故事大纲。", "## 第{}章\n\n"),
+    ],
+)
+def test_sections_run_far_past_a_small_count_are_cut_after_it(prompt: str, heading: str) -> None:
+    # three days asked, a day after day written until the budget runs out
+    text = days(46, heading)
+    for seed in range(3):
+        hit = sectioned(text, prompt, seed)
+        assert hit is not None and hit.rule == "overrun"
+        assert text[hit.prune_offset :].startswith(heading.format(4))
+    # what was asked, and a few days more, is an answer
+    assert sectioned(days(3, heading), prompt) is None
+    assert sectioned(days(7, heading), prompt) is None
+
+
+@pytest.mark.parametrize(
+    ("prompt", "text"),
+    [
+        # a small count bounds no plain list: six tips for three is no loop
+        ("Give me 3 tips for sleep.", "".join(f"{n}. Tip number {n}.\n" for n in range(1, 13))),
+        # nor headings that name something else than what was counted
+        ("Make me a 3-week study plan.", days(21, "### Day {}\n")),
+        ("Plan a 3-day trip to Rome.", days(12, "## {}. A stop in Rome\n")),
+        # nor a count the sentence describes
+        ("I have 3 days off. Any ideas?", days(12, "## Day {}\n")),
+        # nor a word that is part of a compound
+        ("Give me 3 step-by-step guides.", days(12, "### Step {}\n")),
+    ],
+    ids=["plain-list", "other-word", "unnamed-headings", "described", "compound"],
+)
+def test_a_small_count_bounds_only_the_headings_it_names(prompt: str, text: str) -> None:
+    assert sectioned(text, prompt) is None
+
+
+def test_the_days_of_each_asked_week_are_that_weeks_own() -> None:
+    # three weeks asked: seven days under each count the days, not the weeks
+    text = "".join(
+        f"## Week {w}\n\n" + "".join(f"### Day {d}\n- Rest.\n" for d in range(1, 8))
+        for w in range(1, 4)
+    )
+    assert sectioned(text, "Write a 3-week plan with 3 days of rest.") is None
+
+
+@pytest.mark.parametrize(
+    ("prompt", "sections"),
+    [
+        ("Plan a 3-day trip to Rome.", ((3, "day"), (3, "trip"))),
+        ("Plan 3 days in Rome.", ((3, "day"),)),
+        ("Give me three recipes for dinner.", ((3, "recipe"),)),
+        ("帮我规划一个3天的杭州旅游行程。", ((3, "天"),)),
+        ("帮我写四章的大纲", ((4, "章"),)),
+        ("我们有3个人", ()),  # a general measure word names no section
+        ("I have 3 weeks off.", ()),  # described, not asked
+        ("Use Python 3 features.", ()),  # a version
+        ("Give me 3 step-by-step guides.", ()),  # a compound
+        ("Give me 5 recipes.", ()),  # a list's count: asked_ranges bounds it
+    ],
+)
+def test_asked_sections(prompt: str, sections: tuple[tuple[int, str], ...]) -> None:
+    assert asked_sections(prompt) == sections
 
 
 def test_only_the_answer_is_bounded_not_the_reasoning() -> None:

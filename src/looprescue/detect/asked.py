@@ -3,6 +3,9 @@ or a count of items, in digits or in words: "50 user ids", "ten stubs", "写出3
 items 1 to N). A count is one the sentence asks for ("give me 10 tips"); one it describes
 ("a team of 6 engineers", "a party for 20 guests", "Java 8 features") bounds nothing.
 
+A small count (two to four) of sections is kept apart with the words that may name them
+(``asked_sections``: "a 3-day trip", "三天的行程"): it bounds only headings that name them.
+
 A counted list's text cannot say where it should stop; only the request can. The ``overrun``
 rule (``rules/overrun.py``) reads the ranges found here to tell a list the user asked for from
 one that counts on past it.
@@ -35,6 +38,8 @@ _EN_NUMBERS: Final = {
     "twelve": 12, "dozen": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40,
     "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
 }  # fmt: skip
+# Small counts, asked for sections only (``asked_sections``).
+_EN_SMALL: Final = {"two": 2, "three": 3, "four": 4}
 _ZH_DIGITS: Final = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
                      "八": 8, "九": 9}  # fmt: skip
 # A count of things: a number, then the things counted (not a range's "to", a unit's "of",
@@ -157,6 +162,53 @@ def largest_count(text: str) -> int:
     found.extend(_zh_number(match["n"]) for match in _ZH_COUNT.finditer(text))
     found.extend(last for _, last in asked_ranges(text))
     return max(found, default=0)
+
+
+# A small count of sections: "3 days", "three recipes", "a 3-day trip", "3天". Only headings
+# named by the counted word are held to it (``asked_sections``). A word that goes on with a
+# hyphen is part of a compound ("3 step-by-step guides"), no name of the sections.
+_EN_SMALL_COUNT: Final = re.compile(
+    r"(?<![\w.,:/-])(?P<n>[234]|two|three|four)(?:\s+|-)(?P<word>[a-z]+(?![\w-]))(?:\s+(?P<next>[a-z]+(?![\w-])))?",
+    re.IGNORECASE,
+)
+# the measure words that name a section of their own (a day, a week, a chapter); a general
+# one (个, 份) says nothing of what the sections are called
+_ZH_SECTION_WORDS: Final = "天周章节课集回讲步关幕篇"
+_ZH_SMALL_COUNT: Final = re.compile(
+    r"(?<![\d.第])(?P<n>[234两二三四])\s*(?P<unit>[" + _ZH_SECTION_WORDS + r"])"
+)
+# words that follow a count without naming what is counted
+_NOT_UNITS: Final = frozenset(
+    {"and", "for", "from", "the", "with", "about", "into", "more", "times", "percent"}
+)
+
+
+def asked_sections(text: str) -> tuple[tuple[int, str], ...]:
+    """The small counts of sections ``text`` asks for, with the words that may name them
+    (the one after the count, and the one after that: "3 sample orders"): "plan 3 days in
+    Rome" gives (3, "day"), "a 3-day trip" (3, "day") and (3, "trip"), "三天的行程" and "3天"
+    (3, "天").
+    Fewer than ``MIN_ASKED_ITEMS`` items bound no list (a model that writes six tips for
+    three is not stuck), but a plan of three days whose headings run on to ``Day 46`` is: the
+    ``overrun`` rule holds only headings that name the word to such a count. A count the
+    sentence describes ("I have 3 weeks") asks for nothing, as in ``asked_ranges``."""
+    found: list[tuple[int, str]] = []
+    for match in _EN_SMALL_COUNT.finditer(text):
+        at = match.start()
+        if _names_a_version(text, at) or not _asks(_clause_before(text, at)):
+            continue
+        n = match["n"].lower()
+        count = int(n) if n.isdigit() else _EN_SMALL[n]
+        for word in (match["word"], match["next"]):
+            # (a word's plural names the same sections: "days" are headed "Day 2")
+            if word and len(word) >= 3 and word.lower() not in _NOT_UNITS:
+                found.append((count, word.lower().removesuffix("s")))
+    for match in _ZH_SMALL_COUNT.finditer(text):
+        clause = _clause_before(text, match.start()).strip()
+        if not clause or _ZH_ASKING.search(clause):
+            n = match["n"]
+            found.append((int(n) if n.isdigit() else _ZH_DIGITS[n], match["unit"]))
+    return tuple(found)
 
 
 def asked_ranges(text: str) -> tuple[tuple[int, int], ...]:

@@ -62,13 +62,15 @@ class ChannelDetector:
         shown: str = "",
         shown_loop: str = "",
         asked_up_to: int | None = None,
+        sections: tuple[tuple[int, str], ...] = (),
     ) -> None:
         """``asked``: the numbered ranges the request asks for (``detect.asked``);
         ``correction``: the sentences of the correction a continuation was sent
         (``rules.parrot``); ``shown``: the answer the client already has when this is a
         continuation, and ``shown_loop`` the kept copy of the loop in it (``rules.restate``);
         ``asked_up_to``: the largest count the request names (``detect.asked.largest_count``),
-        None without a request (``rules.counted`` is then off)."""
+        None without a request (``rules.counted`` is then off); ``sections``: the small
+        counts of sections the request asks for (``detect.asked.asked_sections``)."""
         self.channel = channel
         structural = channel == "text"
         # Held text: two maximal periods (a run is compared one period back, and new periods are
@@ -79,7 +81,7 @@ class ChannelDetector:
         self._counter_moves = cfg.counterMaxChangingNumbers
         self._win = TextWindow(keep)
         rules = build_rules(
-            RuleContext(channel, cfg, asked, correction, shown, shown_loop, asked_up_to)
+            RuleContext(channel, cfg, asked, correction, shown, shown_loop, asked_up_to, sections)
         )
         self._rules = rules
         self._window_rules: list[Rule] = []  # the rules that judge the window, in order

@@ -44,7 +44,9 @@ class RuleContext:
     ``asked``: the numbered ranges the request asks for (``detect.asked``); ``correction``: the
     sentences of the correction a continuation was sent; ``shown``: the answer the client
     already has when this is a continuation, ``shown_loop`` the kept copy of the loop in it;
-    ``asked_up_to``: the largest count the request names, None when there is no request."""
+    ``asked_up_to``: the largest count the request names, None when there is no request;
+    ``sections``: the small counts of sections it asks for, with their words
+    (``detect.asked.asked_sections``)."""
 
     channel: Channel
     cfg: DetectorConfig
@@ -53,6 +55,7 @@ class RuleContext:
     shown: str = ""
     shown_loop: str = ""
     asked_up_to: int | None = None
+    sections: tuple[tuple[int, str], ...] = ()
 
     @property
     def visible(self) -> bool:
@@ -112,9 +115,9 @@ def _opener(ctx: RuleContext) -> Rule | None:
 
 
 def _overrun(ctx: RuleContext) -> Rule | None:
-    if not ctx.asked:
+    if not ctx.asked and not ctx.sections:
         return None
-    rule = OverrunRule(ctx.channel, ctx.asked)
+    rule = OverrunRule(ctx.channel, ctx.asked, ctx.sections)
     return rule if rule.active else None
 
 

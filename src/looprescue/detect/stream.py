@@ -31,6 +31,7 @@ class StreamDetector:
         correction: tuple[str, ...] = (),
         shown: str = "",
         shown_loop: str = "",
+        sections: tuple[tuple[int, str], ...] = (),
     ) -> None:
         """``asked``: the numbered ranges the request asks for (``detect.asked``), which bound
         the lists of the answer (the text channel); ``asked_up_to``: the largest count the
@@ -39,7 +40,9 @@ class StreamDetector:
         sentences of the correction a continuation was sent, which its answer must not copy
         (``rules.parrot``);
         ``shown``: the answer a continuation's client already has, which it must not write
-        again, and ``shown_loop`` the kept copy of the cut loop in it (``rules.restate``)."""
+        again, and ``shown_loop`` the kept copy of the cut loop in it (``rules.restate``);
+        ``sections``: the small counts of sections the request asks for, which bound the
+        answer's headings that name them (``detect.asked.asked_sections``)."""
         cfg = _detector_config(config)
         if watch is None:
             watch = config.watch if isinstance(config, LoopRescueConfig) else "both"
@@ -50,6 +53,7 @@ class StreamDetector:
         self._correction = correction
         self._shown = shown
         self._shown_loop = shown_loop
+        self._sections = sections
         # A channel's detector is made when the channel is first used: most streams use one
         # channel, and a detector's rules cost more to set up than a short stream to watch.
         self._channels: dict[Channel, ChannelDetector] = {}
@@ -69,6 +73,7 @@ class StreamDetector:
             self._shown,
             self._shown_loop,
             self._asked_up_to,
+            self._sections,
         )
 
     def watches(self, channel: Channel) -> bool:

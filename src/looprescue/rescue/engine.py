@@ -44,7 +44,7 @@ from enum import Enum
 from typing import Any
 
 from ..config import LoopRescueConfig
-from ..detect.asked import asked_ranges, largest_count
+from ..detect.asked import asked_ranges, asked_sections, largest_count
 from ..detect.hits import Hit
 from . import marker as notes
 from .attempt import UNLIMITED, Attempt, ClientSide, HoldRules, LoopDetector
@@ -161,6 +161,7 @@ class RescueEngine:
         self._client = ClientSide(self.stats)
         self._visible_chars = self._client.visible_chars
         self._blocks = self._client.blocks
+        prompt = latest_prompt(request_body)
         self._resumes = Resumes(
             config,
             editor,
@@ -168,7 +169,8 @@ class RescueEngine:
             self._client,
             editor.output_budget(request_body),
             DetectorInputs(
-                asked=asked_ranges(latest_prompt(request_body)),
+                asked=asked_ranges(prompt),
+                sections=asked_sections(prompt),
                 # an agent's answer often follows a tool result: any count the human named
                 # in the conversation bounds a template (the prompt's own ranges bound lists)
                 asked_up_to=largest_count("\n".join(human_texts(request_body))),

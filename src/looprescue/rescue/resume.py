@@ -42,6 +42,8 @@ class DetectorInputs:
 
     # the numbered ranges the client's latest message asks for bound the answer's lists
     asked: tuple[tuple[int, int], ...] = ()
+    # and the small counts of sections it asks for bound the answer's headings that name them
+    sections: tuple[tuple[int, str], ...] = ()
     # the largest count the human named in the conversation bounds a template counted on
     # (rules.counted); None: no request to bound it
     asked_up_to: int | None = None
@@ -96,6 +98,7 @@ class Resumes:
             correction=inputs.correction,
             shown=inputs.shown,
             shown_loop=inputs.shown_loop,
+            sections=inputs.sections,
         )
 
     def spent(self, attempt: Attempt | None) -> int:
@@ -155,6 +158,7 @@ class Resumes:
         kept_text, tools = correction_inputs(request_body, kept)
         self.inputs = DetectorInputs(
             asked=self.inputs.asked,
+            sections=self.inputs.sections,
             asked_up_to=self.inputs.asked_up_to,
             correction=notes.correction_sentences(summary, kept_text, self._lang, tools),
             shown=kept.text,

@@ -19,13 +19,19 @@ headings count them: the steps in a section are never cut. A list that begins wh
 the range has not reached its end is that item's own (the steps of the first of five
 recipes, indented or not) and is never cut either.
 
+A small count (two to four) bounds sections only: "plan a 3-day trip", "三天的行程"
+(``asked.asked_sections``). Only headings and bold labels that name a word of the count next
+to their number (``## Day 4``, ``### 第4天``) are followed; a plan of three days written on to
+``Day 46`` is cut at ``Day 4``.
+
 Not a loop: a list that stops at the asked end, or goes a few bonus items past it (fewer than a
 fifth of the range, or than ``OVERRUN_ITEMS``); a list after the asked one (five tips asked
 and given, then a twelve-step routine): once a list reached the asked end and ended (a list
 of its shape starts again at the range's first number, or no next number comes within
 :data:`ITEM_GAP`), the request got its list, and a later list is another one; a range of
-fewer than ``asked.MIN_ASKED_ITEMS`` items (``3-5 examples`` bounds nothing); and any list
-when the request asked for no range (the rule is not built).
+fewer than ``asked.MIN_ASKED_ITEMS`` items (``3-5 examples`` bounds nothing), and a plain
+list or a heading that names no word of a small count (six tips for three, the days of a
+three-week plan); and any list when the request asked for no range (the rule is not built).
 """
 
 from __future__ import annotations
@@ -94,11 +100,22 @@ class OverrunRule(Rule):
     def feeds(self) -> frozenset[str]:
         return _FEEDS
 
-    def __init__(self, channel: Channel, asked: tuple[tuple[int, int], ...] = ()) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        asked: tuple[tuple[int, int], ...] = (),
+        sections: tuple[tuple[int, str], ...] = (),
+    ) -> None:
         self.channel = channel
         self._asked: dict[int, int] = {}  # first -> last (the longest range from it)
         for first, last in asked:
             self._asked[first] = max(last, self._asked.get(first, last))
+        # A small count of sections (``asked.asked_sections``): 1 to the count, held only
+        # on headings that name one of its words. A range asked from 1 says more.
+        self._section_words: frozenset[str] = frozenset()
+        if sections and 1 not in self._asked:
+            self._asked[1] = max(n for n, _ in sections)
+            self._section_words = frozenset(word for _, word in sections)
         # per asked first number, the lists that count from it, one per shape of item (the
         # headings of five recipes and the steps under each are two lists)
         self._chains: dict[int, list[_Chain]] = {}
@@ -153,9 +170,15 @@ class OverrunRule(Rule):
             if first in answered:
                 continue
             group = chains.get(first)
+            if group is None and value != first:
+                continue  # (most numbers: nothing counts from this range yet)
+            if first == 1 and self._section_words:
+                # sections asked by a small count: only their headings count (``Day 4``)
+                if shape is None:
+                    shape = _shape(win, at, end)
+                if not self._names_section(win, shape[0], end):
+                    continue
             if group is None:
-                if value != first:
-                    continue  # (most numbers: nothing counts from this range yet)
                 group = chains[first] = []
             # lists that paused too long ended; one that reached the asked end answered it
             ended = [c for c in group if at - c.seen_to > ITEM_GAP]
@@ -212,6 +235,17 @@ class OverrunRule(Rule):
                     evidence=f"counted {first}…{value}, asked for {first}…{last}",
                 )
         return None
+
+    def _names_section(self, win: TextWindow, opener: str, end: int) -> bool:
+        """Whether the number ending at ``end`` heads a section of the asked kind: a heading
+        or a bold label that names one of the count's words around its number (``## Day 4``,
+        ``### 第4天``; not ``## 4. A day in Rome``)."""
+        if not opener.lstrip().startswith(("#", "**")):
+            return False
+        # (what precedes the number, and the one char after it that the checkpoint knows,
+        # whatever the chunking: ``Day 4``, ``第4天``)
+        heading = (opener + win.slice(end, end + 1)).lower()
+        return any(word in heading for word in self._section_words)
 
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Where the first item past an asked range begins, while the list may go on, and,
