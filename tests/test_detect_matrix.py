@@ -32,7 +32,7 @@ from tests.support.loopgen import Case, width
 
 from looprescue.config import DetectorConfig
 from looprescue.detect import Hit, StreamDetector
-from looprescue.detect.asked import asked_ranges, largest_count
+from looprescue.detect.asked import asked_ranges, asked_sections, largest_count
 from looprescue.detect.channel import ChannelDetector
 from looprescue.detect.copies import LONG_CODE_LINE_FACTOR
 from looprescue.detect.limits import STRIDE
@@ -60,6 +60,7 @@ def run(case: Case, sizes: list[int]) -> Hit | None:
         watch="both",
         asked=asked_ranges(case.request),
         asked_up_to=largest_count(case.request),
+        sections=asked_sections(case.request),
     )
     text, pos, i = case.text, 0, 0
     while pos < len(text):
@@ -79,6 +80,7 @@ def whole(case: Case) -> Hit | None:
         DetectorConfig(),
         asked_ranges(case.request) if case.channel == "text" else (),
         asked_up_to=largest_count(case.request),
+        sections=asked_sections(case.request) if case.channel == "text" else (),
     )
     return detector.feed(case.text) or detector.flush()
 
@@ -149,7 +151,7 @@ HEALTHY_SHAPES = sorted(loopgen.HEALTHY)
 # Shapes bounded by the asked ranges: they bound the answer, never the reasoning (which may
 # well count past them while it plans). A counted template runs past every count the
 # request names in either channel.
-ANSWER_ONLY = frozenset({"overrun"})
+ANSWER_ONLY = frozenset({"overrun", "section_overrun"})
 LOOP_CELLS = [
     (shape, lang, channel)
     for shape in LOOP_SHAPES

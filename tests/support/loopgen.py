@@ -664,6 +664,61 @@ def overrun(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+_STOPS = {
+    "zh": ("游览西湖断桥", "灵隐寺和飞来峰", "河坊街、南宋御街", "乘船游湖", "中国茶叶博物馆", "雷峰塔"),
+    "en": ("the old town", "the castle", "a tram ride", "the river walk", "the tile museum"),
+}
+
+
+def _plan(rng: random.Random, lang: str, count: int) -> tuple[str, list[str]]:
+    """A request for a plan of ``count`` days or chapters, and 40 section blocks of such a
+    plan (headings numbered from 1, a few bullets drawn from a handful under each)."""
+    small = {2: ("two", "两"), 3: ("three", "三"), 4: ("four", "四")}[count]
+    in_words = rng.random() < 0.5
+    if lang == "zh":
+        request, heading = rng.choice(
+            (
+                (f"帮我规划一个{small[1] if in_words else count}天的杭州旅游行程。", "### 第{i}天"),
+                (f"给我写一个{small[1] if in_words else count}章的故事大纲。", "## 第{i}章"),
+            )
+        )
+    else:
+        request, heading = rng.choice(
+            (
+                (f"Plan a {count}-day trip to Lisbon.", "## Day {i}"),
+                (f"Plan {small[0] if in_words else count} days in Lisbon for me.", "**Day {i}**"),
+            )
+        )
+    stops = _STOPS["zh" if lang != "en" else "en"]  # (mixed: an English plan of Chinese stops)
+    blocks = [
+        heading.format(i=i)
+        + "\n\n"
+        + "".join(f"- {rng.choice(stops)}\n" for _ in range(rng.randint(2, 3)))
+        + "\n"
+        for i in range(1, 41)
+    ]
+    return request, blocks
+
+
+def section_overrun(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A plan of a few days asked for (a small count), its day headings written on and on."""
+    count = rng.choice((2, 3, 4))
+    request, blocks = _plan(rng, lang, count)
+    past = blocks[count:]
+    return _loop_case(
+        "section_overrun",
+        rng,
+        lang,
+        channel,
+        "".join(past),
+        0,
+        width(past[0]),
+        request=request,
+        pre=preamble(rng, lang, channel) + "".join(blocks[:count]),
+        period=sum(map(len, past)) // len(past),
+    )
+
+
 def marker_lines(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A marker line re-emitted again and again, its punctuation changing."""
     marker = {
@@ -740,6 +795,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "table_rows": table_rows,
     "stuck_row": stuck_row,
     "overrun": overrun,
+    "section_overrun": section_overrun,
     "counted": counted,
     "marker_lines": marker_lines,
     "drifting": drifting,
@@ -773,6 +829,16 @@ def asked_list(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
         item = "user id {i}"
     body = "".join(f"{i}. {item.format(i=i)}\n" for i in range(1, n + 1))
     return _healthy("asked_list", rng, lang, channel, body, request)
+
+
+def asked_sections(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A plan of the few days asked for, then numbered tips of its own (a small count bounds
+    only the headings that name its word)."""
+    count = rng.choice((2, 3, 4))
+    request, blocks = _plan(rng, lang, count)
+    tip = "第{i}条：提前预约门票。" if lang == "zh" else "Tip {i}: book the tickets early."
+    tips = "".join(f"{i}. {tip.format(i=i)}\n" for i in range(1, rng.randint(8, 15)))
+    return _healthy("asked_sections", rng, lang, channel, "".join(blocks[:count]) + tips, request)
 
 
 def parallel_cases(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
@@ -1065,6 +1131,7 @@ def zero_table(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
 
 HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "asked_list": asked_list,
+    "asked_sections": asked_sections,
     "openers": openers,
     "markdown": markdown,
     "long_list": long_list,
