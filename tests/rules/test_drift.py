@@ -64,6 +64,34 @@ def test_one_paragraph_said_again_with_a_word_changed_is_cut_after_its_first_cop
     assert released <= second
 
 
+# worked problems: formula marks in every sentence, the numbers the same each time
+WORKED = (
+    "The tank holds V = 3 × 4 × 5 = 60 m³ and the pump moves 12 m³/h, so t = 60 / 12 = 5 h. "
+    "With the second pump at 8 m³/h the rate is 12 + 8 = 20 m³/h and t = 60 / 20 = 3 h. "
+    "So the {} answer is 3 h, and 5 h with one pump."
+)
+ZH_WORKED = (
+    "设本金P=10000元，年利率r=5%，按年复利n=3年，则A=P×(1+r)^n=10000×1.05^3=11576.25元。"
+    "利息I=A−P=1576.25元。所以三年后{}是11576.25元。"
+)
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    ("template", "words"),
+    [(WORKED, ["final", "whole", "right", "full"]), (ZH_WORKED, ["本息合计", "总额", "总共"])],
+    ids=["en", "zh"],
+)
+def test_a_worked_problem_restated_with_a_word_swapped_is_cut(channel, template, words):
+    # its formulas are no derivation's lines: it works the problem through in sentences
+    copies = drifting(template, words, 6)
+    head = "Let me check the numbers.\n\n"
+    text = head + "\n\nHmm.\n\n".join(copies) + "\n\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.loop_start == len(head)
+
+
 PLAN = [
     "Day one should be the old town: start early at the castle before the crowds, walk down "
     "the {} lanes to the cathedral, and end the evening at the river market.",

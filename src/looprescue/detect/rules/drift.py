@@ -12,7 +12,8 @@ before it said: nothing new comes, the block only comes back.
 What is not a loop. A paragraph is a prose line of at least ``MIN_TOKENS`` tokens (a word, a
 number or a CJK char each), outside code fences, no table row, no code and no derivation (more
 than one formula mark in ``NOTATION_PER`` tokens: a derivation restates its line with a term
-changed). A copy is a near-copy of the paragraph ``L`` paragraphs before it (the block's length,
+changed), unless it is ``PROSE_SENTENCES`` sentences or more (a problem worked through in
+sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph ``L`` paragraphs before it (the block's length,
 one to ``MAX_BLOCK``): at most ``max(2, tokens / 10)`` token edits apart, and with the same
 numbers in the same order, since a paragraph that says other numbers says something new (a
 case, a measurement, a count: ``counter``'s business). Copies that are all the same text are
@@ -68,6 +69,10 @@ PREFIX_CHARS: Final = 48
 # A paragraph has at most one formula mark (= + ^ < > | { } \\ and math signs) in this many
 # tokens: more make it a derivation or code.
 NOTATION_PER: Final = 6
+# A line of this many sentences is prose, however many formula marks it holds.
+PROSE_SENTENCES: Final = 3
+# a sentence's end inside a line: a full stop before a space, or a full-width one
+_SENTENCE_END: Final = re.compile(r"[.!?](?=\s)|[。！？]|[.!?]$")
 # A short line ending so is a label: ``Dear Ann,``, ``Day 2:``, ``佳美的正文：``.
 _LABEL_ENDS: Final = ":：,，"
 # How far back a line's beginning is looked for: a block of a dozen paragraphs.
@@ -342,10 +347,16 @@ class DriftRule(Rule):
 def _prose(line: str, tokens: int) -> bool:
     """Whether a line reads as prose: not code (a Chinese paragraph with a formula in it,
     ``x=0.999…``, is prose), and no more than one formula mark in ``NOTATION_PER`` tokens
-    (a derivation restates its line with one term changed)."""
+    (a derivation restates its line with one term changed), unless it says what it says in
+    ``PROSE_SENTENCES`` sentences or more: a derivation's line is one statement, and a
+    paragraph that works a problem through in sentences is prose however many formulas it
+    holds (``v² = u² + 2as``, restated with a word swapped)."""
     if looks_like_code(line) and 4 * len(_CJK.findall(line)) < len(line):
         return False
-    return NOTATION_PER * notation_marks(line) <= tokens
+    return (
+        NOTATION_PER * notation_marks(line) <= tokens
+        or len(_SENTENCE_END.findall(line)) >= PROSE_SENTENCES
+    )
 
 
 def _copy_of(a: _Paragraph, b: _Paragraph) -> bool:
