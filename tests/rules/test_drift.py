@@ -92,6 +92,61 @@ def test_a_worked_problem_restated_with_a_word_swapped_is_cut(channel, template,
     assert hit.loop_start == len(head)
 
 
+SKIP = [
+    "Wait, let me look at the removal again.",
+    "Removing an item shifts every later item one place to the {}.",
+    "The loop's index still moves on by one, so the next item is skipped.",
+    "That is why one of the two even numbers is left in the list.",
+]
+ZH_SKIP = [
+    "等等，我再看一下删除这一步。",
+    "删掉一个元素以后，后面的元素都会往{}移一位。",
+    "可是循环的下标照样加一，所以下一个元素被跳过了。",
+    "这就是为什么列表里还剩一个偶数。",
+]
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    ("sentences", "words", "sep"),
+    [(SKIP, ["left", "front"], " "), (ZH_SKIP, ["前", "左"], "")],
+    ids=["en", "zh"],
+)
+def test_a_paragraph_said_again_with_its_sentences_swapped_is_cut(channel, sentences, words, sep):
+    # every other copy says its middle sentences the other way round
+    rng = random.Random(3)
+    copies = []
+    for i in range(6):
+        said = [s.format(rng.choice(words)) for s in sentences]
+        if i % 2:
+            said[1], said[2] = said[2], said[1]
+        copies.append(sep.join(said))
+    head = "The list ends up as [4, 6, 7].\n\n"
+    text = head + "\n\n".join(copies) + "\n\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.loop_start == len(head)
+    # one paragraph, said again: the first copy is kept, not a block of two
+    assert hit.prune_offset == len(head) + len(copies[0]) + 2
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_answers_that_share_their_frame_but_say_their_own_thing_are_no_drift(channel):
+    # support replies: the same greeting and sign-off, each with its own answer in between
+    answers = [
+        "Your refund was sent back to the card you paid with and shows up within five days.",
+        "The charger ships separately from the lamp and comes by courier on Friday morning.",
+        "You can change the delivery address in your account until the parcel is packed.",
+        "The warranty covers the motor for three years and the battery for one full year.",
+        "Gift wrapping is free for every order placed before the middle of December.",
+    ]
+    text = "Replies:\n\n" + "\n\n".join(
+        f"Thanks for writing in. {answer} If anything else comes up, just reply to this email."
+        for answer in answers
+    )
+    assert stream(text, channel) is None
+
+
 PLAN = [
     "Day one should be the old town: start early at the castle before the crowds, walk down "
     "the {} lanes to the cathedral, and end the evening at the river market.",

@@ -14,8 +14,9 @@ number or a CJK char each), outside code fences, no table row, no code and no de
 than one formula mark in ``NOTATION_PER`` tokens: a derivation restates its line with a term
 changed), unless it is ``PROSE_SENTENCES`` sentences or more (a problem worked through in
 sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph ``L`` paragraphs before it (the block's length,
-one to ``MAX_BLOCK``): at most ``max(2, tokens / 10)`` token edits apart, and with the same
-numbers in the same order, since a paragraph that says other numbers says something new (a
+one to ``MAX_BLOCK``): at most ``max(2, tokens / 10)`` token edits apart, its sentences in
+their own order or sorted (a copy that says two sentences the other way round says the same),
+and with the same numbers (in the same order, unless its sentences moved), since a paragraph that says other numbers says something new (a
 case, a measurement, a count: ``counter``'s business). Copies that are all the same text are
 the periodic rules' (they cut them sooner); at least one copy must differ, if only in a comma
 or a space. A refrain between
@@ -73,6 +74,7 @@ NOTATION_PER: Final = 6
 PROSE_SENTENCES: Final = 3
 # a sentence's end inside a line: a full stop before a space, or a full-width one
 _SENTENCE_END: Final = re.compile(r"[.!?](?=\s)|[。！？]|[.!?]$")
+_SENTENCE_SPLIT: Final = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 # A short line ending so is a label: ``Dear Ann,``, ``Day 2:``, ``佳美的正文：``.
 _LABEL_ENDS: Final = ":：,，"
 # How far back a line's beginning is looked for: a block of a dozen paragraphs.
@@ -108,6 +110,9 @@ class _Paragraph:
     numbers: list[str] = field(default_factory=list)
     counted: bool = False
     read: bool = False
+    # its tokens with its sentences put in order (read when its tokens in their own order are
+    # too far from another paragraph's)
+    ordered: list[str] | None = None
 
     def read_numbers(self) -> None:
         """Its numbers alone: a cheaper look than its tokens, and most paragraphs of a
@@ -121,6 +126,14 @@ class _Paragraph:
             self.tokens = _TOKEN.findall(self.text)
             self.kinds = set(self.tokens)
             self.read = True
+
+    def sentences_in_order(self) -> list[str]:
+        """Its tokens, sentence by sentence, the sentences sorted: two paragraphs that say
+        the same sentences in another order read the same so."""
+        if self.ordered is None:
+            sentences = sorted(_TOKEN.findall(s) for s in _SENTENCE_SPLIT.split(self.text))
+            self.ordered = [token for sentence in sentences for token in sentence]
+        return self.ordered
 
 
 class DriftRule(Rule):
@@ -361,7 +374,8 @@ def _prose(line: str, tokens: int) -> bool:
 
 def _copy_of(a: _Paragraph, b: _Paragraph) -> bool:
     """Whether paragraph ``a`` is a copy of ``b``: the same text, or a near-copy with the same
-    numbers (one with other numbers says something new: a case, a measurement, a count)."""
+    numbers (one with other numbers says something new: a case, a measurement, a count),
+    its sentences in the same order or not (a copy that swaps two sentences says the same)."""
     if a.text == b.text:
         return True
     # a near-copy swaps a word or two: its length hardly changes (looked at before its tokens)
@@ -369,19 +383,17 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> bool:
         return False
     a.read_numbers()
     b.read_numbers()
-    if a.numbers != b.numbers:
+    in_order = a.numbers == b.numbers
+    if not in_order and sorted(a.numbers) != sorted(b.numbers):
         return False
     a.read_tokens()
     b.read_tokens()
-    return len(a.tokens) >= MIN_TOKENS and _near(a, b)
-
-
-def _near(a: _Paragraph, b: _Paragraph) -> bool:
-    """Whether two paragraphs (with the same numbers) are a few token edits apart."""
+    if len(a.tokens) < MIN_TOKENS:
+        return False
     bound = max(MIN_EDITS, max(len(a.tokens), len(b.tokens)) // EDITS_PER)
-    if abs(len(a.tokens) - len(b.tokens)) > bound:
+    # (each edit changes at most one distinct token on either side, in any order)
+    if abs(len(a.tokens) - len(b.tokens)) > bound or len(a.kinds ^ b.kinds) > 2 * bound:
         return False
-    # each edit changes at most one distinct token on either side
-    if len(a.kinds ^ b.kinds) > 2 * bound:
-        return False
-    return edit_distance_within(a.tokens, b.tokens, bound)
+    if in_order and edit_distance_within(a.tokens, b.tokens, bound):
+        return True
+    return edit_distance_within(a.sentences_in_order(), b.sentences_in_order(), bound)
