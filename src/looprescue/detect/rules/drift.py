@@ -13,14 +13,15 @@ What is not a loop. A paragraph is a prose line of at least ``MIN_TOKENS`` token
 number or a CJK char each), outside code fences, no table row, no code and no derivation (more
 than one formula mark in ``NOTATION_PER`` tokens: a derivation restates its line with a term
 changed), unless it is ``PROSE_SENTENCES`` sentences or more (a problem worked through in
-sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph ``L`` paragraphs before it (the block's length,
-one to ``MAX_BLOCK``): at most ``max(2, tokens / 10)`` token edits apart, its sentences in
-their own order or sorted (a copy that says two sentences the other way round says the same),
-and with the same numbers (in the same order, unless its sentences moved), since a paragraph that says other numbers says something new (a
+sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph
+``L`` paragraphs before it (the block's length, one to ``MAX_BLOCK``): at most ``max(2, tokens
+/ 10)`` token edits apart, its sentences in their own order or sorted (a copy that says two
+sentences the other way round says the same), and with the same numbers (in the same order,
+unless its sentences moved), since a paragraph that says other numbers says something new (a
 case, a measurement, a count: ``counter``'s business). Copies that are all the same text are
 the periodic rules' (they cut them sooner); at least one copy must differ, if only in a comma
-or a space. A refrain between
-verses, or a paragraph restated once, makes no run of ``cycleMinRepeats`` copies of a block.
+or a space. A refrain between verses, or a paragraph restated once, makes no run of
+``cycleMinRepeats`` copies of a block.
 Short lines (a heading, a connector such as ``Hmm.``) between the paragraphs neither count nor
 break the run, and a line's label (``Monday:``, ``3.``) is left out; but a paragraph under a
 label line (``Dear Ann,``, ``佳美的正文：``) other than its counterpart's is another item of a
