@@ -14,8 +14,8 @@ number or a CJK char each), outside code fences, no table row, no code and no de
 than one formula mark in ``NOTATION_PER`` tokens: a derivation restates its line with a term
 changed), unless it is ``PROSE_SENTENCES`` sentences or more (a problem worked through in
 sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph
-``L`` paragraphs before it (the block's length, one to ``MAX_BLOCK``): at most ``max(2, tokens
-/ 10)`` token edits apart, its sentences in their own order or sorted (a copy that says two
+``L`` paragraphs before it (the block's length, one to ``MAX_BLOCK``): at most
+``max(2, tokens / 10)`` token edits apart, its sentences in their own order or sorted (a copy that says two
 sentences the other way round says the same), and with the same numbers (in the same order,
 unless its sentences moved), since a paragraph that says other numbers says something new (a
 case, a measurement, a count: ``counter``'s business). Copies that are all the same text are
