@@ -266,8 +266,7 @@ def days(count: int, heading: str, stops: int = 3) -> str:
     rng = random.Random(count)
     places = ("the old town", "the lake", "a tea farm", "the museum", "the night market")
     return "Here is the plan.\n\n" + "".join(
-        heading.format(n) + "".join(f"- Visit {rng.choice(places)}.\n" for _ in range(stops))
-        + "\n"
+        heading.format(n) + "".join(f"- Visit {rng.choice(places)}.\n" for _ in range(stops)) + "\n"
         for n in range(1, count + 1)
     )
 

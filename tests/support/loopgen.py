@@ -665,7 +665,14 @@ def overrun(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
 
 
 _STOPS = {
-    "zh": ("游览西湖断桥", "灵隐寺和飞来峰", "河坊街、南宋御街", "乘船游湖", "中国茶叶博物馆", "雷峰塔"),
+    "zh": (
+        "游览西湖断桥",
+        "灵隐寺和飞来峰",
+        "河坊街、南宋御街",
+        "乘船游湖",
+        "中国茶叶博物馆",
+        "雷峰塔",
+    ),
     "en": ("the old town", "the castle", "a tram ride", "the river walk", "the tile museum"),
 }
 
