@@ -147,6 +147,74 @@ def test_answers_that_share_their_frame_but_say_their_own_thing_are_no_drift(cha
     assert stream(text, channel) is None
 
 
+CASES = [
+    "Case one: the first guard tells the truth. Then the second guard lies, so the left door "
+    "leads out and the right door leads to the cellar. That fits everything we know so far.",
+    "Case two: the first guard lies. Then the second guard tells the truth, so the right door "
+    "leads out, but he said the left one does, and a truthful guard cannot say that.",
+]
+CONNECTORS = [
+    "So the left door leads out. Hmm, let me check the cases again to be quite sure.",
+    "So the left door leads out. Wait, let me go over the cases again to be quite sure.",
+    "So the left door leads out. Actually, let me redo the cases again to be quite sure.",
+    "So the left door leads out. Hmm, let me look at the cases again to be quite sure.",
+]
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_block_whose_closing_line_changes_more_is_still_cut_after_one_block(channel):
+    # the cases come back word for word but for a word; the conclusion's second sentence is
+    # new each time, more than one word in ten: one loose copy in each block
+    rng = random.Random(2)
+    words = ["so", "thus", "hence"]
+    blocks = [
+        "\n\n".join([c.replace("so the", rng.choice(words) + " the", 1) for c in CASES] + [end])
+        for end in CONNECTORS
+    ]
+    head = "Two guards, two doors.\n\n"
+    text = head + "\n\n".join(blocks) + "\n\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.loop_start == len(head)
+    assert hit.prune_offset == len(head) + len(blocks[0]) + 2
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_blocks_whose_every_paragraph_changes_a_quarter_of_its_words_are_no_drift(channel):
+    # a schedule: each person's day in two paragraphs under the same opening one, alike in
+    # shape, each with its own names and places (one word in four or five)
+    people = [
+        ("Alice", "bus", "office", "Monday", "novel", "garden"),
+        ("Bruno", "train", "school", "Tuesday", "paper", "kitchen"),
+        ("Chloe", "tram", "clinic", "Wednesday", "report", "balcony"),
+        ("Dmitri", "ferry", "studio", "Thursday", "letter", "library"),
+    ]
+    text = "The week:\n\n" + "\n\n".join(
+        "Here is the next person on the team, set out the same way as the ones before so that "
+        "the days are easy to compare.\n\n"
+        f"{who} takes the {ride} to the {work} early on {day} and spends the morning there "
+        f"with the rest of the team before lunch.\n\n"
+        f"In the evening {who} reads a {read} in the {room} for an hour and then goes to bed "
+        f"well before midnight."
+        for who, ride, work, day, read, room in people
+    )
+    assert stream(text, channel) is None
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize("heading", ["### {}", "**{}**"])
+def test_blurbs_under_their_own_headings_are_no_drift(channel, heading):
+    body = (
+        "Our organic cotton tee is cut for an easy fit and washes well at forty degrees. The "
+        "{} shade goes with jeans, chinos and shorts alike, and keeps its colour wash after wash."
+    )
+    text = "Here are the descriptions.\n\n" + "\n\n".join(
+        heading.format(colour) + "\n\n" + body.format(colour.lower())
+        for colour in ("Forest Green", "Slate Blue", "Sand", "Coral")
+    )
+    assert stream(text, channel) is None
+
+
 PLAN = [
     "Day one should be the old town: start early at the castle before the crowds, walk down "
     "the {} lanes to the cathedral, and end the evening at the river market.",

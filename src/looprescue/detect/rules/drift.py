@@ -15,17 +15,22 @@ than one formula mark in ``NOTATION_PER`` tokens: a derivation restates its line
 changed), unless it is ``PROSE_SENTENCES`` sentences or more (a problem worked through in
 sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph
 ``L`` paragraphs before it (the block's length, one to ``MAX_BLOCK``): at most
-``max(2, tokens / 10)`` token edits apart, its sentences in their own order or sorted (a copy that says two
-sentences the other way round says the same), and with the same numbers (in the same order,
-unless its sentences moved), since a paragraph that says other numbers says something new (a
-case, a measurement, a count: ``counter``'s business). Copies that are all the same text are
-the periodic rules' (they cut them sooner); at least one copy must differ, if only in a comma
-or a space. A refrain between verses, or a paragraph restated once, makes no run of
-``cycleMinRepeats`` copies of a block.
+``max(2, tokens / 10)`` token edits apart, its sentences in their own order or sorted (a copy
+that says two sentences the other way round says the same), and with the same numbers (in the
+same order, unless its sentences moved), since a paragraph that says other numbers says
+something new (a case, a measurement, a count: ``counter``'s business). In a block of two
+paragraphs or more, one paragraph in each copy may be a loose copy (``LOOSE_EDITS``, one edit
+in ``LOOSE_PER`` tokens): a re-derived conclusion whose connector says ``redo`` where it said
+``re-check``. A loose copy never opens a run, and blocks whose every paragraph changes that
+much are parallel items, not copies. Copies that are all the same text are the periodic rules'
+(they cut them sooner); at least one copy must differ, if only in a comma or a space. A refrain
+between verses, or a paragraph restated once, makes no run of ``cycleMinRepeats`` copies of a
+block.
 Short lines (a heading, a connector such as ``Hmm.``) between the paragraphs neither count nor
 break the run, and a line's label (``Monday:``, ``3.``) is left out; but a paragraph under a
 label line (``Dear Ann,``, ``佳美的正文：``) other than its counterpart's is another item of a
-list, not a copy: three letters that differ only in the name they open with are three letters.
+list, not a copy: three letters that differ only in the name they open with are three letters,
+and so are three blurbs under their own headings (``### Forest Green``, ``**Slate Blue**``).
 A label that comes back over a later copy names no item (recaps taking turns: ``In short:``,
 ``Once again:``, ``In short:``): then none of the run's labels does.
 
@@ -65,6 +70,15 @@ MAX_BLOCK: Final = 12
 # a synonym swapped here and there, not a new topic.
 MIN_EDITS: Final = 2
 EDITS_PER: Final = 10
+# In a block of two paragraphs or more, one paragraph in each copy of the block may be a loose
+# copy: at most this many token edits apart, or one in LOOSE_PER tokens when longer (the
+# connector line of a re-derived conclusion: "Hmm, let me re-check", "Wait, let me redo").
+LOOSE_EDITS: Final = 4
+LOOSE_PER: Final = 4
+# what a paragraph is of a recent one
+_NONE: Final = 0
+_NEAR: Final = 1
+_LOOSE: Final = 2
 # While a line is written, this many chars of it that a recent paragraph begins with hold it
 # back: it may be the next copy (a copy's change mostly comes later in it).
 PREFIX_CHARS: Final = 48
@@ -153,6 +167,8 @@ class DriftRule(Rule):
         self._runs = [0] * (MAX_BLOCK + 1)
         self._running = False  # whether any run is under way
         self._drifted = [False] * (MAX_BLOCK + 1)
+        # per block length: the run's count when a loose copy last came (one per block)
+        self._loose = [0] * (MAX_BLOCK + 1)
         # per block length: whether the run's copies stand under new labels of their own (a
         # list of items), and whether a label came back among them (no item after all)
         self._items = [False] * (MAX_BLOCK + 1)
@@ -201,7 +217,7 @@ class DriftRule(Rule):
         if few or (not stripped.isascii() and len(body) < MIN_TOKENS):
             # too few words or chars for a paragraph's tokens (most lines): a heading or a
             # label, neither a paragraph nor a break, but the label of the paragraph after it
-            if stripped[-1] in _LABEL_ENDS:
+            if stripped[-1] in _LABEL_ENDS or _is_heading(stripped):
                 self._label = stripped
             return None
         paragraph = _Paragraph(start, end, body, self._label)
@@ -227,7 +243,14 @@ class DriftRule(Rule):
         for lag in range(1, MAX_BLOCK + 1):
             if lag > len(recent):
                 continue
-            if not copies[lag - 1]:
+            copy = copies[lag - 1]
+            if copy == _LOOSE and (
+                self._runs[lag] == 0 or self._runs[lag] + 1 - self._loose[lag] < lag
+            ):
+                # a loose copy goes on a run of a block, one in each copy of the block at
+                # most: it neither opens a run nor carries a block of one paragraph
+                copy = _NONE
+            if copy == _NONE:
                 self._runs[lag] = 0
                 continue
             other = recent[-lag]
@@ -235,6 +258,7 @@ class DriftRule(Rule):
             if self._runs[lag] == 0:
                 # a second copy of the block begins: its first copy ends where this begins
                 self._drifted[lag] = False
+                self._loose[lag] = -MAX_BLOCK
                 self._items[lag] = self._relabelled[lag] = False
                 self._first[lag] = recent[-lag].start
                 # (with the blank lines after it, when nothing else came between)
@@ -249,6 +273,8 @@ class DriftRule(Rule):
                 else:
                     self._relabelled[lag] = True
             self._runs[lag] += 1
+            if copy == _LOOSE:
+                self._loose[lag] = self._runs[lag]
             self._running = True
             self._drifted[lag] = self._drifted[lag] or not same
             run = self._runs[lag]
@@ -358,6 +384,12 @@ class DriftRule(Rule):
         return held
 
 
+def _is_heading(line: str) -> bool:
+    """Whether a short line is a heading: markdown's (``### Forest Green``) or a bold line
+    (``**Slate Blue**``). It names the paragraph under it, as ``Dear Ann,`` does."""
+    return line.startswith("#") or (len(line) > 4 and line.startswith("**") and line.endswith("**"))
+
+
 def _prose(line: str, tokens: int) -> bool:
     """Whether a line reads as prose: not code (a Chinese paragraph with a formula in it,
     ``x=0.999…``, is prose), and no more than one formula mark in ``NOTATION_PER`` tokens
@@ -373,28 +405,35 @@ def _prose(line: str, tokens: int) -> bool:
     )
 
 
-def _copy_of(a: _Paragraph, b: _Paragraph) -> bool:
-    """Whether paragraph ``a`` is a copy of ``b``: the same text, or a near-copy with the same
-    numbers (one with other numbers says something new: a case, a measurement, a count),
-    its sentences in the same order or not (a copy that swaps two sentences says the same)."""
+def _copy_of(a: _Paragraph, b: _Paragraph) -> int:
+    """What paragraph ``a`` is of ``b``: a copy (``_NEAR``: the same text, or a near-copy with
+    the same numbers, its sentences in the same order or not), a loose copy (``_LOOSE``: the
+    same, a few more edits apart), or none. One with other numbers says something new (a
+    case, a measurement, a count); a copy that swaps two sentences says the same."""
     if a.text == b.text:
-        return True
+        return _NEAR
     # a near-copy swaps a word or two: its length hardly changes (looked at before its tokens)
     if abs(len(a.text) - len(b.text)) > len(a.text) // 5 + 8:
-        return False
+        return _NONE
     a.read_numbers()
     b.read_numbers()
     in_order = a.numbers == b.numbers
     if not in_order and sorted(a.numbers) != sorted(b.numbers):
-        return False
+        return _NONE
     a.read_tokens()
     b.read_tokens()
-    if len(a.tokens) < MIN_TOKENS:
-        return False
-    bound = max(MIN_EDITS, max(len(a.tokens), len(b.tokens)) // EDITS_PER)
+    longer = max(len(a.tokens), len(b.tokens))
+    loose = max(LOOSE_EDITS, longer // LOOSE_PER)
     # (each edit changes at most one distinct token on either side, in any order)
-    if abs(len(a.tokens) - len(b.tokens)) > bound or len(a.kinds ^ b.kinds) > 2 * bound:
-        return False
-    if in_order and edit_distance_within(a.tokens, b.tokens, bound):
-        return True
-    return edit_distance_within(a.sentences_in_order(), b.sentences_in_order(), bound)
+    if (
+        len(a.tokens) < MIN_TOKENS
+        or abs(len(a.tokens) - len(b.tokens)) > loose
+        or len(a.kinds ^ b.kinds) > 2 * loose
+    ):
+        return _NONE
+    for bound, verdict in ((max(MIN_EDITS, longer // EDITS_PER), _NEAR), (loose, _LOOSE)):
+        if in_order and edit_distance_within(a.tokens, b.tokens, bound):
+            return verdict
+        if edit_distance_within(a.sentences_in_order(), b.sentences_in_order(), bound):
+            return verdict
+    return _NONE
