@@ -98,6 +98,7 @@ class TextWindow:
         "_end_state",
         "_lines",
         "_lines_at",
+        "_unbroken",
         "_run_len",
         "_run_ph",
         "_run_start",
@@ -150,6 +151,9 @@ class TextWindow:
         # lines ask the same at a checkpoint, one after the other.
         self._lines_at = (-1, -1, False)
         self._lines: list[tuple[str, int, int]] = []
+        # A line start, and how far after it no line break was found: a long line is searched
+        # once, not from its start at every checkpoint.
+        self._unbroken = (-1, -1)
 
     # -- receiving ------------------------------------------------------------------------
     def sync(self) -> None:
@@ -405,6 +409,13 @@ def ended_lines(win: TextWindow, start: int, cp: int, final: bool) -> list[tuple
     asked = (start, cp, final)
     if win._lines_at == asked:
         return win._lines
+    if not final:
+        line_start, clear_to = win._unbroken
+        searched = clear_to if line_start == start else start
+        if win.raw.find("\n", searched - win.base, cp - win.base) < 0:
+            win._unbroken = (start, cp)
+            win._lines_at, win._lines = asked, []
+            return win._lines
     text = win.slice(start, cp)
     lines: list[tuple[str, int, int]] = []
     at = 0

@@ -447,6 +447,14 @@ def _near(a: list[str], b: list[str]) -> bool:
 
 def edit_distance_within(a: list[str], b: list[str], bound: int) -> bool:
     """Whether the token edit distance of ``a`` and ``b`` is at most ``bound`` (banded)."""
+    return edit_distance_up_to(a, b, bound) <= bound
+
+
+def edit_distance_up_to(a: list[str], b: list[str], bound: int) -> int:
+    """The token edit distance of ``a`` and ``b``, or ``bound + 1`` when it is more than
+    ``bound`` (banded: the cost grows with ``bound``, not with the lengths squared)."""
+    if abs(len(a) - len(b)) > bound:
+        return bound + 1
     previous = list(range(len(b) + 1))
     for i, token in enumerate(a, 1):
         lo, hi = max(1, i - bound), min(len(b), i + bound)
@@ -459,9 +467,9 @@ def edit_distance_within(a: list[str], b: list[str], bound: int) -> bool:
                 previous[j - 1] + (token != b[j - 1]),
             )
         if min(current) > bound:
-            return False
+            return bound + 1
         previous = current
-    return previous[len(b)] <= bound
+    return min(previous[len(b)], bound + 1)
 
 
 # How far before a cut the lines that lead a copy are looked for (a heading or two).

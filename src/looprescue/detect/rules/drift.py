@@ -53,7 +53,7 @@ from typing import Final
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow, ended_lines
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.nearcopy import edit_distance_within
+from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import is_table_row, looks_like_code
@@ -141,6 +141,11 @@ class _Paragraph:
             self.tokens = _TOKEN.findall(self.text)
             self.kinds = set(self.tokens)
             self.read = True
+
+    @property
+    def sentences(self) -> int:
+        """How many sentences it has, as ``sentences_in_order`` splits it."""
+        return len(_SENTENCE_SPLIT.split(self.text))
 
     def sentences_in_order(self) -> list[str]:
         """Its tokens, sentence by sentence, the sentences sorted: two paragraphs that say
@@ -431,9 +436,13 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> int:
         or len(a.kinds ^ b.kinds) > 2 * loose
     ):
         return _NONE
-    for bound, verdict in ((max(MIN_EDITS, longer // EDITS_PER), _NEAR), (loose, _LOOSE)):
-        if in_order and edit_distance_within(a.tokens, b.tokens, bound):
-            return verdict
-        if edit_distance_within(a.sentences_in_order(), b.sentences_in_order(), bound):
-            return verdict
-    return _NONE
+    near = max(MIN_EDITS, longer // EDITS_PER)
+    edits = edit_distance_up_to(a.tokens, b.tokens, loose) if in_order else loose + 1
+    if edits > near and (a.sentences > 1 or b.sentences > 1):
+        # (the same sentences in another order: compared sorted)
+        edits = min(
+            edits, edit_distance_up_to(a.sentences_in_order(), b.sentences_in_order(), loose)
+        )
+    if edits <= near:
+        return _NEAR
+    return _LOOSE if edits <= loose else _NONE
