@@ -76,7 +76,7 @@ MUTATIONS = {
     # paragraphs that say other numbers are cases, not copies: widened, they are a loop
     "drift numbers guard": (
         "rules/drift.py",
-        "if not in_order and sorted(a.numbers) != sorted(b.numbers):",
+        "if a.numbers != b.numbers and not _same_numbers(a.numbers, b.numbers):",
         "if False:",
         ("parallel_cases", range(3), "zh", ("blank", "newline"), "reasoning"),
         False,

@@ -215,6 +215,50 @@ def test_blurbs_under_their_own_headings_are_no_drift(channel, heading):
     assert stream(text, channel) is None
 
 
+# a count worked out again and again, each sentence said one of a few ways each time
+VARIANTS = [
+    ["Sum 10 comes from (4,6), (5,5) and (6,4), three outcomes.",
+     "Sum 10 arises from (4,6), (5,5) and (6,4), that is three outcomes."],
+    ["Sum 11 comes from (5,6) and (6,5), two outcomes.",
+     "Sum 11 is produced by (5,6) and (6,5), so two outcomes."],
+    ["Sum 12 is only (6,6), one outcome.", "Sum 12 is just (6,6), a single outcome."],
+    ["So there are six favourable outcomes out of 36 equally likely ones.",
+     "Adding them up gives six ways among the 36 equally likely ones."],
+    ["The probability is 6/36 = 1/6.", "Hence the probability is 6/36 = 1/6."],
+]  # fmt: skip
+ZH_VARIANTS = [
+    ["先假设笼子里的35只全部都是鸡，那么一共应该有70只脚。",
+     "先假设笼子里全都是鸡，那么一共就应该有70只脚才对。"],
+    ["可是题目里实际有94只脚，比我们假设的多出了24只脚。",
+     "可是题目里实际有94只脚，和假设相比一共相差24只脚。"],
+    ["每把其中一只鸡换成一只兔子，总的脚数就会增加2只。",
+     "每把其中一只鸡替换成一只兔子，脚的总数就多出2只。"],
+    ["所以兔子一共有12只，剩下的鸡一共有23只，验证无误。",
+     "因此可以得出兔子有12只，鸡有23只，代回去验证也对。"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    ("variants", "sep", "between"),
+    [(VARIANTS, " ", "Hmm, let me recount."), (ZH_VARIANTS, "", "嗯，再算一遍。")],
+    ids=["en", "zh"],
+)
+def test_a_paragraph_said_again_in_other_words_of_its_own_is_cut(channel, variants, sep, between):
+    # no two copies alike, each a quarter of its words or more apart from the one before,
+    # but nothing new said after the first few: loose copies of one paragraph
+    rng = random.Random(4)
+    copies = [sep.join(rng.choice(v) for v in variants) for _ in range(12)]
+    head = "Work it out.\n\n"
+    gap = f"\n\n{between}\n\n"
+    text = head + gap.join(copies) + "\n\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "drift"
+    # cut within the first few copies, at a copy's end
+    ends = [len(head) + len(gap.join(copies[: i + 1])) for i in range(len(copies))]
+    assert any(end <= hit.prune_offset <= end + len(gap) for end in ends[:5])
+
+
 PLAN = [
     "Day one should be the old town: start early at the castle before the crowds, walk down "
     "the {} lanes to the cathedral, and end the evening at the river market.",

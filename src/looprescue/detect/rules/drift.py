@@ -16,16 +16,19 @@ changed), unless it is ``PROSE_SENTENCES`` sentences or more (a problem worked t
 sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph
 ``L`` paragraphs before it (the block's length, one to ``MAX_BLOCK``): at most
 ``max(2, tokens / 10)`` token edits apart, its sentences in their own order or sorted (a copy
-that says two sentences the other way round says the same), and with the same numbers (in the
-same order, unless its sentences moved), since a paragraph that says other numbers says
-something new (a case, a measurement, a count: ``counter``'s business). In a block of two
-paragraphs or more, one paragraph in each copy may be a loose copy (``LOOSE_EDITS``, one edit
-in ``LOOSE_PER`` tokens): a re-derived conclusion whose connector says ``redo`` where it said
-``re-check``. A loose copy never opens a run, and blocks whose every paragraph changes that
-much are parallel items, not copies. Copies that are all the same text are the periodic rules'
-(they cut them sooner); at least one copy must differ, if only in a comma or a space. A refrain
-between verses, or a paragraph restated once, makes no run of ``cycleMinRepeats`` copies of a
-block.
+that says two sentences the other way round says the same), or with one sentence more or less,
+and with the same numbers (one may say a few of them once more or once less, but neither says a
+number the other does not), since a paragraph that says other numbers says something new (a
+case, a measurement, a count: ``counter``'s business). In a block of two paragraphs or more,
+one paragraph in each copy may be a loose copy (``LOOSE_EDITS``, one edit in ``LOOSE_PER``
+tokens): a re-derived conclusion whose connector says ``redo`` where it said ``re-check``. A
+loose copy never opens a run, and blocks whose every paragraph changes that much are parallel
+items, not copies, unless it brings no word the recent paragraphs did not say (at most
+``NEW_WORDS``): then it says them again in other words of their own, and may open and carry any
+run; so may a paragraph whose sentences are mostly (``RECOMBINED_SHARE``) ones they said word
+for word, mixed anew. Copies that are all the same text are the periodic rules' (they cut them
+sooner); at least one copy must differ, if only in a comma or a space. A refrain between
+verses, or a paragraph restated once, makes no run of ``cycleMinRepeats`` copies of a block.
 Short lines (a heading, a connector such as ``Hmm.``) between the paragraphs neither count nor
 break the run, and a line's label (``Monday:``, ``3.``) is left out; but a paragraph under a
 label line (``Dear Ann,``, ``佳美的正文：``) other than its counterpart's is another item of a
@@ -47,6 +50,7 @@ and a banded edit distance.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -75,6 +79,12 @@ EDITS_PER: Final = 10
 # connector line of a re-derived conclusion: "Hmm, let me re-check", "Wait, let me redo").
 LOOSE_EDITS: Final = 4
 LOOSE_PER: Final = 4
+# A loose copy with at most this many words the recent paragraphs did not say may go on any run,
+# and open one: it rephrases them with their own words.
+NEW_WORDS: Final = 1
+# A paragraph with this share of its tokens in sentences recent paragraphs said word for word,
+# and no new words, says them again in another mix: a loose copy.
+RECOMBINED_SHARE: Final = 0.75
 # what a paragraph is of a recent one
 _NONE: Final = 0
 _NEAR: Final = 1
@@ -128,6 +138,8 @@ class _Paragraph:
     # its tokens with its sentences put in order (read when its tokens in their own order are
     # too far from another paragraph's)
     ordered: list[str] | None = None
+    # its sentences' tokens, sorted (read when a copy may have one sentence more or less)
+    split: list[list[str]] | None = None
 
     def read_numbers(self) -> None:
         """Its numbers alone: a cheaper look than its tokens, and most paragraphs of a
@@ -147,12 +159,17 @@ class _Paragraph:
         """How many sentences it has, as ``sentences_in_order`` splits it."""
         return len(_SENTENCE_SPLIT.split(self.text))
 
+    def sentence_tokens(self) -> list[list[str]]:
+        """Its sentences' tokens, the sentences sorted."""
+        if self.split is None:
+            self.split = sorted(_TOKEN.findall(s) for s in _SENTENCE_SPLIT.split(self.text))
+        return self.split
+
     def sentences_in_order(self) -> list[str]:
         """Its tokens, sentence by sentence, the sentences sorted: two paragraphs that say
         the same sentences in another order read the same so."""
         if self.ordered is None:
-            sentences = sorted(_TOKEN.findall(s) for s in _SENTENCE_SPLIT.split(self.text))
-            self.ordered = [token for sentence in sentences for token in sentence]
+            self.ordered = [token for sentence in self.sentence_tokens() for token in sentence]
         return self.ordered
 
 
@@ -231,11 +248,17 @@ class DriftRule(Rule):
         hit: Hit | None = None
         # which recent paragraphs this one is a copy of, the latest first (most are none)
         copies = [_copy_of(paragraph, o) for o in reversed(recent)]
+        stale = False
+        if not any(copies) and self._running:
+            # (no copy of one paragraph: it may still say theirs again, sentence by sentence)
+            copies = self._recombined(paragraph, copies)
         if any(copies):
             paragraph.read_tokens()
             if not _prose(body, len(paragraph.tokens)):
                 self._reset()  # code or a derivation: lines a term apart are how they are
                 return None  # written
+            if _LOOSE in copies:
+                stale = self._stale(paragraph)
         elif not self._running:
             recent.append(paragraph)  # (most paragraphs: no copy, and no run to end)
             if len(recent) > MAX_BLOCK:
@@ -249,11 +272,14 @@ class DriftRule(Rule):
             if lag > len(recent):
                 continue
             copy = copies[lag - 1]
-            if copy == _LOOSE and (
-                self._runs[lag] == 0 or self._runs[lag] + 1 - self._loose[lag] < lag
+            if (
+                copy == _LOOSE
+                and not stale
+                and (self._runs[lag] == 0 or self._runs[lag] + 1 - self._loose[lag] < lag)
             ):
-                # a loose copy goes on a run of a block, one in each copy of the block at
-                # most: it neither opens a run nor carries a block of one paragraph
+                # a loose copy that brings new words goes on a run of a block, one in each
+                # copy of the block at most: it neither opens a run nor carries a block of one
+                # paragraph (a schedule's days, each with its own names and places)
                 copy = _NONE
             if copy == _NONE:
                 self._runs[lag] = 0
@@ -343,6 +369,42 @@ class DriftRule(Rule):
             self._verdicts[line_start] = _LIKE
         return True
 
+    def _stale(self, paragraph: _Paragraph) -> bool:
+        """Whether a paragraph says nothing in words the recent paragraphs have not said: at
+        most ``NEW_WORDS`` of its tokens are new to them. A loose copy so is the same thing
+        said again in other order and with other words from the same handful (a model that
+        re-derives its count with ``comes from`` for ``is produced by``)."""
+        said: set[str] = set()
+        for other in self._recent:
+            other.read_tokens()
+            said |= other.kinds
+        return len(paragraph.kinds - said) <= NEW_WORDS
+
+    def _recombined(self, paragraph: _Paragraph, copies: list[int]) -> list[int]:
+        """``copies`` with a loose copy of each recent paragraph of its size and numbers that
+        ``paragraph`` says again sentence by sentence: most of its tokens
+        (``RECOMBINED_SHARE``) are in sentences the recent paragraphs said word for word, and
+        it brings no new words (``_stale``). A model that re-derives a count takes each
+        sentence from one of the ways it said it before (``comes from``, ``arises from``),
+        so no two copies are alike, yet nothing is new."""
+        paragraph.read_tokens()
+        size = len(paragraph.tokens)
+        if size < MIN_TOKENS or not self._stale(paragraph):
+            return copies
+        said = {tuple(s) for other in self._recent for s in other.sentence_tokens()}
+        repeated = sum(len(s) for s in paragraph.sentence_tokens() if tuple(s) in said)
+        if repeated < RECOMBINED_SHARE * size:
+            return copies
+        paragraph.read_numbers()
+        out = list(copies)
+        for i, other in enumerate(reversed(self._recent)):
+            other.read_numbers()
+            if abs(len(other.tokens) - size) * 10 <= 3 * size and _same_numbers(
+                paragraph.numbers, other.numbers
+            ):
+                out[i] = _LOOSE
+        return out
+
     def _judged(self, lag: int) -> bool:
         """Whether the run of copies at ``lag`` may be a loop: no list of labelled items."""
         return self._relabelled[lag] or not self._items[lag]
@@ -419,12 +481,12 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> int:
         return _NEAR
     # a near-copy swaps a word or two: its length hardly changes (looked at before its tokens)
     if abs(len(a.text) - len(b.text)) > len(a.text) // 5 + 8:
-        return _NONE
+        # unless it leaves out a sentence, or adds one
+        return _NEAR if _one_sentence_apart(a, b) else _NONE
     a.read_numbers()
     b.read_numbers()
-    in_order = a.numbers == b.numbers
-    if not in_order and sorted(a.numbers) != sorted(b.numbers):
-        return _NONE
+    if a.numbers != b.numbers and not _same_numbers(a.numbers, b.numbers):
+        return _NEAR if _one_sentence_apart(a, b) else _NONE
     a.read_tokens()
     b.read_tokens()
     longer = max(len(a.tokens), len(b.tokens))
@@ -437,12 +499,53 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> int:
     ):
         return _NONE
     near = max(MIN_EDITS, longer // EDITS_PER)
-    edits = edit_distance_up_to(a.tokens, b.tokens, loose) if in_order else loose + 1
+    edits = edit_distance_up_to(a.tokens, b.tokens, loose)
     if edits > near and (a.sentences > 1 or b.sentences > 1):
         # (the same sentences in another order: compared sorted)
         edits = min(
             edits, edit_distance_up_to(a.sentences_in_order(), b.sentences_in_order(), loose)
         )
-    if edits <= near:
+    if edits <= near or _one_sentence_apart(a, b):
         return _NEAR
     return _LOOSE if edits <= loose else _NONE
+
+
+def _same_numbers(a: list[str], b: list[str]) -> bool:
+    """Whether two paragraphs say the same numbers: one says all the other's, a few of them
+    once more or once less (``so 1 outcome``, then ``a single outcome``; ``35只全部是鸡``,
+    then ``全是鸡``). Numbers each says that the other does not are something new (another
+    case, another reading), and so is a number said many times more (``Section 2`` all
+    through a paragraph that said ``Section 1``)."""
+    mine, theirs = set(a), set(b)
+    if not (mine <= theirs or theirs <= mine):
+        return False
+    apart = Counter(a)
+    apart.subtract(b)
+    return sum(abs(n) for n in apart.values()) <= max(MIN_EDITS, max(len(a), len(b)) // EDITS_PER)
+
+
+def _one_sentence_apart(a: _Paragraph, b: _Paragraph) -> bool:
+    """Whether one paragraph says what the other does with one sentence more: the same
+    sentences in any order, a few token edits apart (``EDITS_PER``), and the same numbers,
+    once that sentence is left out (a re-derivation that drops its closing remark). A copy
+    that says another sentence instead of one says something new."""
+    more, fewer = (a, b) if a.sentences > b.sentences else (b, a)
+    if more.sentences != fewer.sentences + 1 or fewer.sentences < 2:
+        return False
+    kept = fewer.sentence_tokens()
+    size = sum(len(s) for s in kept)
+    if size < MIN_TOKENS or len(more.text) > 2 * len(fewer.text) + 8:
+        return False
+    bound = max(MIN_EDITS, size // EDITS_PER)
+    flat = [t for s in kept for t in s]
+    numbers = {t for t in flat if "0" <= t[0] <= "9"}
+    sentences = more.sentence_tokens()
+    for left_out in range(len(sentences)):
+        rest = [t for i, s in enumerate(sentences) if i != left_out for t in s]
+        if (
+            abs(len(rest) - size) <= bound
+            and {t for t in rest if "0" <= t[0] <= "9"} == numbers
+            and edit_distance_up_to(rest, flat, bound) <= bound
+        ):
+            return True
+    return False
