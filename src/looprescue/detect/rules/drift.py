@@ -140,6 +140,7 @@ class _Paragraph:
     ordered: list[str] | None = None
     # its sentences' tokens, sorted (read when a copy may have one sentence more or less)
     split: list[list[str]] | None = None
+    count: int = -1  # its sentences (-1: not counted yet)
 
     def read_numbers(self) -> None:
         """Its numbers alone: a cheaper look than its tokens, and most paragraphs of a
@@ -157,7 +158,10 @@ class _Paragraph:
     @property
     def sentences(self) -> int:
         """How many sentences it has, as ``sentences_in_order`` splits it."""
-        return len(_SENTENCE_SPLIT.split(self.text))
+        if self.count < 0:
+            # (counted once: asked of every pair of paragraphs alike in length)
+            self.count = len(_SENTENCE_SPLIT.findall(self.text)) + 1
+        return self.count
 
     def sentence_tokens(self) -> list[list[str]]:
         """Its sentences' tokens, the sentences sorted."""
@@ -387,6 +391,17 @@ class DriftRule(Rule):
         it brings no new words (``_stale``). A model that re-derives a count takes each
         sentence from one of the ways it said it before (``comes from``, ``arises from``),
         so no two copies are alike, yet nothing is new."""
+        # the recent paragraphs of its size (in chars first, the cheap look) and numbers
+        paragraph.read_numbers()
+        chars = len(paragraph.text)
+        alike = []
+        for i, other in enumerate(reversed(self._recent)):
+            if abs(len(other.text) - chars) * 10 <= 3 * chars:
+                other.read_numbers()
+                if _same_numbers(paragraph.numbers, other.numbers):
+                    alike.append(i)
+        if not alike:
+            return copies  # (most paragraphs)
         paragraph.read_tokens()
         size = len(paragraph.tokens)
         if size < MIN_TOKENS or not self._stale(paragraph):
@@ -395,14 +410,9 @@ class DriftRule(Rule):
         repeated = sum(len(s) for s in paragraph.sentence_tokens() if tuple(s) in said)
         if repeated < RECOMBINED_SHARE * size:
             return copies
-        paragraph.read_numbers()
         out = list(copies)
-        for i, other in enumerate(reversed(self._recent)):
-            other.read_numbers()
-            if abs(len(other.tokens) - size) * 10 <= 3 * size and _same_numbers(
-                paragraph.numbers, other.numbers
-            ):
-                out[i] = _LOOSE
+        for i in alike:
+            out[i] = _LOOSE
         return out
 
     def _judged(self, lag: int) -> bool:
@@ -480,9 +490,9 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> int:
     if a.text == b.text:
         return _NEAR
     # a near-copy swaps a word or two: its length hardly changes (looked at before its tokens)
+    # (a sentence more or less is looked for below: within that, as a closing remark is)
     if abs(len(a.text) - len(b.text)) > len(a.text) // 5 + 8:
-        # unless it leaves out a sentence, or adds one
-        return _NEAR if _one_sentence_apart(a, b) else _NONE
+        return _NONE
     a.read_numbers()
     b.read_numbers()
     if a.numbers != b.numbers and not _same_numbers(a.numbers, b.numbers):
@@ -529,23 +539,31 @@ def _one_sentence_apart(a: _Paragraph, b: _Paragraph) -> bool:
     sentences in any order, a few token edits apart (``EDITS_PER``), and the same numbers,
     once that sentence is left out (a re-derivation that drops its closing remark). A copy
     that says another sentence instead of one says something new."""
-    more, fewer = (a, b) if a.sentences > b.sentences else (b, a)
+    more, fewer = (a, b) if len(a.text) > len(b.text) else (b, a)
+    more.read_numbers()
+    fewer.read_numbers()
+    # (the cheap looks first: most paragraphs of a length say other numbers)
+    if not set(fewer.numbers) <= set(more.numbers) or len(more.text) > 2 * len(fewer.text) + 8:
+        return False
     if more.sentences != fewer.sentences + 1 or fewer.sentences < 2:
         return False
-    kept = fewer.sentence_tokens()
-    size = sum(len(s) for s in kept)
-    if size < MIN_TOKENS or len(more.text) > 2 * len(fewer.text) + 8:
-        return False
+    more.read_tokens()
+    fewer.read_tokens()
+    size = len(fewer.tokens)
     bound = max(MIN_EDITS, size // EDITS_PER)
-    flat = [t for s in kept for t in s]
+    # (every word of the shorter one is in the longer one, but for a few edits)
+    if size < MIN_TOKENS or len(fewer.kinds - more.kinds) > bound:
+        return False
+    flat = fewer.sentences_in_order()
     numbers = {t for t in flat if "0" <= t[0] <= "9"}
     sentences = more.sentence_tokens()
+    total = len(more.tokens)
     for left_out in range(len(sentences)):
+        if abs(total - len(sentences[left_out]) - size) > bound:
+            continue  # (leaving this one out leaves too many or too few tokens)
         rest = [t for i, s in enumerate(sentences) if i != left_out for t in s]
-        if (
-            abs(len(rest) - size) <= bound
-            and {t for t in rest if "0" <= t[0] <= "9"} == numbers
-            and edit_distance_up_to(rest, flat, bound) <= bound
+        if {t for t in rest if "0" <= t[0] <= "9"} == numbers and (
+            edit_distance_up_to(rest, flat, bound) <= bound
         ):
             return True
     return False
