@@ -80,8 +80,9 @@ EDITS_PER: Final = 10
 LOOSE_EDITS: Final = 4
 LOOSE_PER: Final = 4
 # A loose copy with at most this many words the recent paragraphs did not say may go on any run,
-# and open one: it rephrases them with their own words.
-NEW_WORDS: Final = 1
+# and open one: it rephrases them with their own words. (None: an item that differs from the
+# one before in a new name and a word or two is the next item of a list.)
+NEW_WORDS: Final = 0
 # A paragraph with this share of its tokens in sentences recent paragraphs said word for word,
 # and no new words, says them again in another mix: a loose copy.
 RECOMBINED_SHARE: Final = 0.75
