@@ -261,12 +261,25 @@ def test_a_list_past_a_count_asked_in_words_is_cut_after_it() -> None:
     assert text[: hit.prune_offset].endswith("10. user id 10\n")
 
 
-def days(count: int, heading: str, stops: int = 3) -> str:
-    """A trip plan of ``count`` days, each under its heading, with its bulleted stops."""
+ZH_DIGITS = "一二三四五六七八九"
+
+
+def zh(n: int) -> str:
+    """``n`` (1 to 99) in Chinese words: 4 四, 11 十一, 20 二十, 45 四十五."""
+    tens, ones = divmod(n, 10)
+    head = "" if tens == 0 else ("十" if tens == 1 else ZH_DIGITS[tens - 1] + "十")
+    return head + (ZH_DIGITS[ones - 1] if ones else "")
+
+
+def days(count: int, heading: str, stops: int = 3, words: bool = False) -> str:
+    """A trip plan of ``count`` days, each under its heading (numbered in Chinese words with
+    ``words``), with its bulleted stops."""
     rng = random.Random(count)
     places = ("the old town", "the lake", "a tea farm", "the museum", "the night market")
     return "Here is the plan.\n\n" + "".join(
-        heading.format(n) + "".join(f"- Visit {rng.choice(places)}.\n" for _ in range(stops)) + "\n"
+        heading.format(zh(n) if words else n)
+        + "".join(f"- Visit {rng.choice(places)}.\n" for _ in range(stops))
+        + "\n"
         for n in range(1, count + 1)
     )
 
@@ -284,24 +297,36 @@ def sectioned(text: str, prompt: str, seed: int = 0) -> object:
 
 
 @pytest.mark.parametrize(
-    ("prompt", "heading"),
+    ("prompt", "heading", "words"),
     [
-        ("Plan a 3-day trip to Hangzhou.", "## Day {}\n\n"),
-        ("Plan three days in Hangzhou for me.", "**Day {}**\n"),
-        ("帮我规划一个3天的杭州旅游行程。", "### 第{}天\n\n"),
-        ("给我写一个三章的故事大纲。", "## 第{}章\n\n"),
+        ("Plan a 3-day trip to Hangzhou.", "## Day {}\n\n", False),
+        ("Plan three days in Hangzhou for me.", "**Day {}**\n", False),
+        ("帮我规划一个3天的杭州旅游行程。", "### 第{}天\n\n", False),
+        ("给我写一个三章的故事大纲。", "## 第{}章\n\n", False),
+        ("帮我安排一个杭州三天的旅游行程。", "**第{}天：城市漫步**\n", True),
     ],
 )
-def test_sections_run_far_past_a_small_count_are_cut_after_it(prompt: str, heading: str) -> None:
+def test_sections_run_far_past_a_small_count_are_cut_after_it(
+    prompt: str, heading: str, words: bool
+) -> None:
     # three days asked, a day after day written until the budget runs out
-    text = days(46, heading)
+    text = days(46, heading, words=words)
+    fourth = heading.format(zh(4) if words else 4)
     for seed in range(3):
         hit = sectioned(text, prompt, seed)
         assert hit is not None and hit.rule == "overrun"
-        assert text[hit.prune_offset :].startswith(heading.format(4))
+        assert text[hit.prune_offset :].startswith(fourth)
     # what was asked, and a few days more, is an answer
-    assert sectioned(days(3, heading), prompt) is None
-    assert sectioned(days(7, heading), prompt) is None
+    assert sectioned(days(3, heading, words=words), prompt) is None
+    assert sectioned(days(7, heading, words=words), prompt) is None
+
+
+def test_a_list_numbered_in_chinese_words_past_its_range_is_cut() -> None:
+    steps = "".join(f"第{zh(n)}步：检查配置文件。\n" for n in range(1, 40))
+    text = "步骤如下：\n" + steps
+    hit = sectioned(text, "请写出10个步骤。")
+    assert hit is not None and hit.rule == "overrun"
+    assert text[hit.prune_offset :].startswith("第十一步")
 
 
 @pytest.mark.parametrize(

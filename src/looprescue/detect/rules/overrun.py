@@ -22,7 +22,8 @@ recipes, indented or not) and is never cut either.
 A small count (two to four) bounds sections only: "plan a 3-day trip", "三天的行程"
 (``asked.asked_sections``). Only headings and bold labels that name a word of the count next
 to their number (``## Day 4``, ``### 第4天``) are followed; a plan of three days written on to
-``Day 46`` is cut at ``Day 4``.
+``Day 46`` is cut at ``Day 4``. An ordinal's number in Chinese words (``第四天``, ``第十一章``,
+up to 99) is followed as its digits would be.
 
 Not a loop: a list that stops at the asked end, or goes a few bonus items past it (fewer than a
 fifth of the range, or than ``OVERRUN_ITEMS``); a list after the asked one (five tips asked
@@ -58,7 +59,25 @@ OVERRUN_ITEMS: Final = 5
 ITEM_PREFIX: Final = 16
 MAX_DIGITS: Final = 6
 
-_NUMBER: Final = re.compile(r"\d+")
+# a number in digits, or an ordinal's number in Chinese words (``第四天``, ``第十一章``: up to
+# 99, as plans and outlines number their sections)
+_NUMBER: Final = re.compile(
+    r"\d+|(?<=第)(?:[一二三四五六七八九]?十[一二三四五六七八九]?|[一二三四五六七八九两])"
+)
+_ZH_DIGITS: Final = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+                     "八": 8, "九": 9}  # fmt: skip
+
+
+def _value(number: str) -> int:
+    """The value of a number ``_NUMBER`` found."""
+    if number.isdigit():
+        return int(number)
+    tens, ten, ones = number.partition("十")
+    if not ten:
+        return _ZH_DIGITS[number]
+    return 10 * (_ZH_DIGITS[tens] if tens else 1) + (_ZH_DIGITS[ones] if ones else 0)
+
+
 _A_DIGIT: Final = re.compile(r"\d")
 
 
@@ -140,8 +159,10 @@ class OverrunRule(Rule):
         stop = cp if final else cp + 1
         start = max(self._scanned, win.base)
         self._scanned = cp
-        for number in _NUMBER.finditer(win.slice(start, stop)):
-            at, end = start + number.start(), start + number.end()
+        base = win.base
+        # (read in place: an ordinal's ``第`` before the start is still seen)
+        for number in _NUMBER.finditer(win.raw, start - base, stop - base):
+            at, end = base + number.start(), base + number.end()
             if end == stop and not final:
                 self._scanned = at  # it may have more digits
                 break
@@ -164,7 +185,7 @@ class OverrunRule(Rule):
     ) -> Hit | None:
         if len(digits) > MAX_DIGITS:
             return None
-        value = int(digits)
+        value = _value(digits)
         shape: tuple[str, str] | None = None
         for first, last in self._asked.items():
             if first in answered:
@@ -257,12 +278,12 @@ class OverrunRule(Rule):
         answered, sectioned = set(self._answered), set(self._sectioned)
         start = max(self._scanned, win.base)
         end = win.end
-        tail = win.slice(start, end)
-        for number in _NUMBER.finditer(tail):
-            if start + number.end() == end:
+        base = win.base
+        for number in _NUMBER.finditer(win.raw, start - base, end - base):
+            if base + number.end() == end:
                 break  # it may have more digits (see below)
-            at = start + number.start()
-            self._follow(chains, answered, sectioned, win, number.group(), at, start + number.end())
+            at = base + number.start()
+            self._follow(chains, answered, sectioned, win, number.group(), at, base + number.end())
         held = end
         for first, group in chains.items():
             for chain in group:
