@@ -43,8 +43,10 @@ keeps one.
 
 How it stays incremental. Lines are read once, at the checkpoint after they end; a paragraph is
 compared with the last ``MAX_BLOCK`` paragraphs: by its length first (a near-copy's hardly
-changes), and only then are both read into tokens and held to their numbers, their token sets
-and a banded edit distance.
+changes), then by its numbers, and only then are both read into tokens and held to their token
+sets and a banded edit distance (up to the loose bound, computed once). Its sentences are split
+only when a sentence more or less, or a new mix of recent sentences, is looked for; what a
+paragraph is read into is kept with it, and at most ``MAX_BLOCK`` paragraphs are kept.
 """
 
 from __future__ import annotations
