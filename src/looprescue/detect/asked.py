@@ -61,12 +61,15 @@ _ZH_COUNT: Final = re.compile(
 )
 
 
-def _zh_number(text: str) -> int:
+def zh_number(text: str) -> int:
+    """The value of a number in digits or in Chinese words up to 999 (四, 十一, 二十, 一百)."""
     if text.isdigit():
         return int(text)
     if text.endswith("百"):
         return 100 * _ZH_DIGITS[text[0]]
-    tens, _, ones = text.partition("十")
+    tens, ten, ones = text.partition("十")
+    if not ten:
+        return _ZH_DIGITS[text]
     return 10 * (_ZH_DIGITS[tens] if tens else 1) + (_ZH_DIGITS[ones] if ones else 0)
 
 
@@ -137,7 +140,7 @@ def _counts(text: str) -> list[int]:
     for match in _ZH_COUNT.finditer(text):
         clause = _clause_before(text, match.start()).strip()
         if not clause or _ZH_ASKING.search(clause):
-            found.append(_zh_number(match["n"]))
+            found.append(zh_number(match["n"]))
     return found
 
 
@@ -159,7 +162,7 @@ def largest_count(text: str) -> int:
         for word in _ANY_NUMBER.findall(text)
         if (n := int(word) if word.isdigit() else _EN_NUMBERS[word.lower()]) <= MAX_COUNT
     ]
-    found.extend(_zh_number(match["n"]) for match in _ZH_COUNT.finditer(text))
+    found.extend(zh_number(match["n"]) for match in _ZH_COUNT.finditer(text))
     found.extend(last for _, last in asked_ranges(text))
     return max(found, default=0)
 
@@ -207,7 +210,7 @@ def asked_sections(text: str) -> tuple[tuple[int, str], ...]:
         clause = _clause_before(text, match.start()).strip()
         if not clause or _ZH_ASKING.search(clause):
             n = match["n"]
-            found.append((int(n) if n.isdigit() else _ZH_DIGITS[n], match["unit"]))
+            found.append((zh_number(n), match["unit"]))
     return tuple(found)
 
 

@@ -493,7 +493,7 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> int:
     if a.text == b.text:
         return _NEAR
     # a near-copy swaps a word or two: its length hardly changes (looked at before its tokens)
-    # (a sentence more or less is looked for below: within that, as a closing remark is)
+    # (a copy with a sentence more or less is looked for below, within this bound)
     if abs(len(a.text) - len(b.text)) > len(a.text) // 5 + 8:
         return _NONE
     a.read_numbers()

@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Final
 
+from looprescue.detect.asked import zh_number
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
@@ -64,18 +65,6 @@ MAX_DIGITS: Final = 6
 _NUMBER: Final = re.compile(
     r"\d+|(?<=第)(?:[一二三四五六七八九]?十[一二三四五六七八九]?|[一二三四五六七八九两])"
 )
-_ZH_DIGITS: Final = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-                     "八": 8, "九": 9}  # fmt: skip
-
-
-def _value(number: str) -> int:
-    """The value of a number ``_NUMBER`` found."""
-    if number.isdigit():
-        return int(number)
-    tens, ten, ones = number.partition("十")
-    if not ten:
-        return _ZH_DIGITS[number]
-    return 10 * (_ZH_DIGITS[tens] if tens else 1) + (_ZH_DIGITS[ones] if ones else 0)
 
 
 _A_DIGIT: Final = re.compile(r"\d")
@@ -185,7 +174,7 @@ class OverrunRule(Rule):
     ) -> Hit | None:
         if len(digits) > MAX_DIGITS:
             return None
-        value = _value(digits)
+        value = zh_number(digits)
         shape: tuple[str, str] | None = None
         for first, last in self._asked.items():
             if first in answered:
