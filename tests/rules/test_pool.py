@@ -140,6 +140,30 @@ def test_a_chorus_sung_after_every_verse_is_no_pool(channel):
     assert hit[0].fired_at - len(LEAD) < 400
 
 
+_LETTER_ZH = (
+    "周五的例会改到下午三点。\n地点还是三楼的会议室。\n请带上本周的进度表。\n此致敬礼，项目组\n"
+)
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+@pytest.mark.parametrize("gap", ["\n", "\n\n"])
+def test_one_letter_to_a_few_people_under_their_salutations_is_no_pool(channel, gap):
+    # Short sentences said in one order under a new salutation each time: letters, not a
+    # rotation of phrases (a salutation is a verse of its own)
+    names = ["王芳", "李强", "陈伟", "赵敏", "刘洋", "孙丽"]
+    text = LEAD + "---\n".join(f"{n}，你好：{gap}{_LETTER_ZH}" for n in names)
+    assert scan_text(text, channel) == []
+    assert stream(text, channel, sizes=(2, 5)) is None
+    # its sentences drawn in another order each time are a rotation, salutations or not
+    rng = random.Random(7)
+    lines = _LETTER_ZH.splitlines()
+    mixed = LEAD + "---\n".join(
+        f"{n}，你好：{gap}" + "".join(rng.sample(lines, len(lines))) + "\n" for n in names * 2
+    )
+    hit = scan_text(mixed, channel)
+    assert hit and hit[0].rule == "pool"
+
+
 def _deepseek_pool(seed: int) -> tuple[str, int]:
     """600 chars of Chinese planning, then 6,000 of a skewed, reshuffled pool written as
     DeepSeek writes it: no spaces, a line break now and then, a phrase twice in a row."""

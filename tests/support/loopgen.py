@@ -1136,6 +1136,26 @@ def zero_table(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("zero_table", rng, lang, channel, body)
 
 
+_NAMES = {
+    "en": ["Ann", "Bruno", "Chen Wei", "Dara", "Emeka", "Farah", "Gus"],
+    "zh": ["王芳", "李强", "陈伟", "赵敏", "刘洋", "孙丽", "周杰"],
+}
+
+
+def letters(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """One letter sent to four to six people, each under their own salutation: its lines come
+    back word for word, in the same order every time."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    body = [_sentence(rng, base) for _ in range(rng.randint(3, 5))]
+    sign = "此致敬礼，项目组" if base == "zh" else "Best regards, the project team"
+    gap = "\n" if sep == "newline" else "\n\n"
+    out = []
+    for name in rng.sample(_NAMES[base], rng.randint(4, 6)):
+        hello = f"{name}，你好：" if base == "zh" else f"Dear {name},"
+        out.append(hello + gap + gap.join(body) + gap + sign + "\n")
+    return _healthy("letters", rng, lang, channel, ("---" + gap).join(out))
+
+
 HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "asked_list": asked_list,
     "asked_sections": asked_sections,
@@ -1156,6 +1176,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "zero_table": zero_table,
     "answer_key": answer_key,
     "parallel_cases": parallel_cases,
+    "letters": letters,
 }
 
 

@@ -41,7 +41,8 @@ checklist that is said once, and a pool that a long new sentence ends before it 
 that takes a few values (``heartbeat ok (latency 7 ms)``): phrases the same but for their
 numbers, three or more, are one log line, and do not count as members when the pool is about
 to fire (``measurements``). Nor a song's chorus: three lines or more sung in one order each
-time, a verse between two of its copies, and no more than six copies (``refrain``). A formula
+time, a verse between two of its copies, and no more than six copies (``refrain``); nor one
+letter sent to a few people, a new salutation (``王芳，你好：``) standing for the verse. A formula
 or a line of code (``a + 4d = 448``, ``text.notation``) is no phrase and no repeat, said again
 or not, only a unit against the run's coverage: a derivation is not held as a run that could
 become a pool, nor an equation restated as a streak of repeats.
@@ -131,14 +132,18 @@ VERSE_LINES: Final = 2
 REFRAIN_COPIES: Final = 6
 
 
-def refrain(members: set[str], keys: list[str | None]) -> bool:
+def refrain(
+    members: set[str], keys: list[str | None], labels: frozenset[str] = frozenset()
+) -> bool:
     """Whether the members are a refrain: ``REFRAIN_LINES`` phrases or more sung in one order
     each time (each member is followed by one member only, when a member follows it), with a
     verse (``VERSE_LINES`` units or more that are no members) between two of its copies, and
     no more than ``REFRAIN_COPIES`` copies. A song's chorus, not a pool: a pool reshuffles
     its phrases, and a rotation said over and over has nothing new between its turns, or
-    comes back more often (a block said again back to back is a cycle's). ``keys``: the
-    units judged (the window's, the run's), newest first."""
+    comes back more often (a block said again back to back is a cycle's). A new label line
+    (``labels``: ``Dear Ann,``, ``王芳，你好：``) is a verse of its own: one letter sent to a few
+    people under their own salutations. ``keys``: the units judged (the window's, the run's),
+    newest first."""
     if len(members) < REFRAIN_LINES:
         return False
     if any(keys.count(member) > REFRAIN_COPIES for member in members):
@@ -153,10 +158,13 @@ def refrain(members: set[str], keys: list[str | None]) -> bool:
                 return False  # a member followed by two different ones: reshuffled
             verse, gap = max(verse, gap), 0
         elif gap >= 0:
-            gap += 1
+            gap += VERSE_LINES if key in labels else 1
         later = key
     return verse >= VERSE_LINES
 
+
+# what a label line ends with
+_LABEL_ENDS: Final = ":：,，"
 
 # Labelled units counting up from a batch's onset, at least this many, are an enumeration.
 ENUMERATED_ITEMS: Final = 3
@@ -420,8 +428,17 @@ class PoolRule(Rule):
         ``need``: the recurring units they must hold)."""
         return (
             self._log_lines(members, keys, need)
-            or refrain(members, keys)
+            or refrain(members, keys, self._labels(onset))
             or self._enumerated(onset, members)
+        )
+
+    def _labels(self, since: int) -> frozenset[str]:
+        """The keys of the units from ``since`` on written as a label line: a few words that
+        end with a colon or a comma (``Dear Ann,``, ``王芳，你好：``)."""
+        return frozenset(
+            key
+            for key, start, sentence in self._recent
+            if key is not None and start >= since and sentence.rstrip()[-1:] in _LABEL_ENDS
         )
 
     def _enumerated(self, since: int, members: set[str]) -> bool:
