@@ -90,6 +90,23 @@ MUTATIONS = {
         ("long_list", range(2), "en", ("newline",), "text"),
         False,
     ),
+    # reprise leaves a block said again in its own order to the periodic rules: widened, one
+    # letter sent to a few people is cut
+    "reprise order guard": (
+        "rules/reprise.py",
+        "or MOVED_PER * self._window_moved < self._window_said",
+        "or self._window_moved < 0",
+        ("letters", range(3), "en", ("newline", "blank"), "reasoning"),
+        False,
+    ),
+    # lines that differ in their numbers alone are a log's readings
+    "reprise shapes guard": (
+        "rules/reprise.py",
+        "< MIN_SHAPES:",
+        "< 0:",
+        ("readings", range(12), "en", ("blank",), "reasoning"),
+        False,
+    ),
 }
 
 # Run in the child: judge the cases with the package first on sys.path, print the problems.

@@ -103,17 +103,21 @@ def test_cycle_evidence_shows_the_unit():
 
 
 def test_the_real_974_char_visible_text_loop_is_a_cycle_on_its_own():
-    # The permgate bleed is caught earlier by the pool rule; with pool and lines switched off
-    # the cycle rule alone must still find its exact 974-char period.
+    # The permgate bleed is caught earlier by the pool rule (and by reprise: its lines come
+    # back in a new order); with pool, lines and reprise switched off the cycle rule alone
+    # must still find its exact 974-char period.
     from tests.paths import CORPUS
 
     from looprescue.corpus import load_corpus
+    from looprescue.detect.channel import ChannelDetector
 
     record = next(r for r in load_corpus(CORPUS) if r.id == "mrwei-text-permgate-publish-loop")
     config = DetectorConfig(poolMinCoverage=1.0, poolMaxPhrases=2, linesMinDuplicateRatio=1.0)
-    hits = scan_text(record.text, "text", config)
-    assert hits and hits[0].rule == "cycle" and hits[0].period == 974
-    assert hits[0].repeats >= 3
+    detector = ChannelDetector("text", config)
+    detector._window_rules = [r for r in detector._window_rules if "reprise" not in r.names()]
+    hit = detector.feed(record.text) or detector.flush()
+    assert hit is not None and hit.rule == "cycle" and hit.period == 974
+    assert hit.repeats >= 3
 
 
 def test_a_run_of_one_digit_is_held_from_its_first_digit():

@@ -787,6 +787,85 @@ def counted(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+_REWORK_CONNECTORS = {
+    "en": ["Let me redo it.", "Let me work it out once more.", "Wait, let me recompute that."],
+    "zh": ["等等，再算一遍。", "我再重新整理一下。", "再验证一次这个结果。"],
+}
+
+
+def _rework_lines(rng: random.Random, lang: str) -> tuple[list[list[str]], list[list[str]]]:
+    """A derivation's groups of formula lines, and its closing lines each said one of two
+    ways."""
+    a, b, c, d = rng.randint(3, 19), rng.randint(11, 49), rng.randint(5, 95), rng.randint(2, 9)
+    total = a * b + c
+    rate = round(total / d, 2)
+    if lang == "zh":
+        groups = [
+            [f"总价 = {a} × {b} = {a * b}", f"加上运费：{a * b} + {c} = {total}"],
+            [f"每人分摊 = {total} / {d} = {rate}"],
+            [f"检查：{rate} × {d} ≈ {total}，单价{b}没有变"],
+        ]
+        closing = [
+            [f"验算：{a * b} + {c} = {total} ✓", f"反过来验证：{total} − {c} = {a * b} ✓"],
+            [f"所以每人应付{rate}元。", f"答案是每人{rate}元。"],
+        ]
+    else:
+        groups = [
+            [f"cost = {a} × {b} = {a * b}", f"with shipping: {a * b} + {c} = {total}"],
+            [f"per person = {total} / {d} = {rate}"],
+            [f"Check: {rate} × {d} ≈ {total}, and the unit price {b} is unchanged"],
+        ]
+        closing = [
+            [f"Verify: {a * b} + {c} = {total} ✓", f"Cross-check: {total} − {c} = {a * b} ✓"],
+            [f"So each person pays {rate}.", f"The answer is {rate} per person."],
+        ]
+    return groups, closing
+
+
+def reworked(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A derivation worked out again and again from the same lines: each copy after a
+    connector line drawn from a few, its groups of formula lines word for word in an order that
+    shifts from copy to copy, its check and its result each said one of two ways."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    groups, closing = _rework_lines(rng, base)
+    gap = "\n\n" if sep in ("blank", "random") else "\n"
+    orders = [list(range(len(groups)))]
+    while len(orders) < 8:
+        order = orders[-1][:]
+        while order == orders[-1]:
+            rng.shuffle(order)
+        orders.append(order)
+
+    def copy(order: list[int], first: bool) -> str:
+        lines = [line for k in order for line in groups[k]]
+        lines += [pick[0] if first else rng.choice(pick) for pick in closing]
+        return "\n".join(lines) + "\n"
+
+    copies = [copy(orders[0], True)]
+    for order in orders[1:]:
+        copies.append(gap + rng.choice(_REWORK_CONNECTORS[base]) + "\n" + copy(order, False))
+    body = "".join(copies)
+    first = len(copies[0])
+    # the connector line before the second copy is between the copies: a cut may keep it
+    second = first + len(copies[1]) - len(_copy_body(copies[1]))
+    return _loop_case(
+        "reworked",
+        rng,
+        lang,
+        channel,
+        body,
+        first,
+        width(copies[0]),
+        second_copy=second,
+        period=len(body) // len(copies),
+    )
+
+
+def _copy_body(copy: str) -> str:
+    """A copy of ``reworked`` without the gap and connector line before it."""
+    return copy.lstrip("\n").split("\n", 1)[1]
+
+
 LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "pool": pool,
     "rotation": rotation,
@@ -806,6 +885,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "counted": counted,
     "marker_lines": marker_lines,
     "drifting": drifting,
+    "reworked": reworked,
 }
 
 
@@ -1072,12 +1152,14 @@ _READINGS = {
         "下载进度：{v}%，请稍候",
         "当前温度 {v} 度，湿度正常",
         "延迟 {v} 毫秒，心跳正常",
+        "第三个工作节点的队列长度为 {v} 个任务，所有消费者都在线",
     ],
     "en": [
         "Queue depth is {v} jobs",
         "Downloading layer: {v}% complete",
         "GPU 0: utilisation {v}%, memory normal",
         "heartbeat ok, latency {v} ms",
+        "worker-3 queue depth is {v} messages, all consumers are healthy",
     ],
 }
 
@@ -1156,6 +1238,28 @@ def letters(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("letters", rng, lang, channel, ("---" + gap).join(out))
 
 
+def revisits(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A problem of four to six parts, each worked from the same two formula lines said again
+    word for word, then its own numbers: a derivation going back to its formulas."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    if base == "zh":
+        shared = ["由公式 v² = u² + 2as 可得", "所以 s = (v² − u²) / (2a)"]
+        part = "第{k}问：初速度 u = {u} m/s，加速度 a = {a} m/s²，末速度为零"
+        result = "代入得 s = {u2} / {a2} = {s} m"
+    else:
+        shared = ["From v² = u² + 2as we get", "so s = (v² − u²) / (2a)"]
+        part = "Part {k}: u = {u} m/s, a = {a} m/s², and the car comes to rest"
+        result = "Substituting, s = {u2} / {a2} = {s} m"
+    out = []
+    for k in range(1, rng.randint(4, 6) + 1):
+        u, a = rng.randint(10, 40), rng.randint(2, 9)
+        lines = [part.format(k=k, u=u, a=a), *shared]
+        lines.append(result.format(u2=u * u, a2=2 * a, s=round(u * u / (2 * a), 2)))
+        out.append("\n".join(lines) + "\n")
+    gap = "\n" if sep == "newline" else "\n\n"
+    return _healthy("revisits", rng, lang, channel, gap.join(out))
+
+
 HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "asked_list": asked_list,
     "asked_sections": asked_sections,
@@ -1177,6 +1281,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "answer_key": answer_key,
     "parallel_cases": parallel_cases,
     "letters": letters,
+    "revisits": revisits,
 }
 
 

@@ -32,6 +32,7 @@ from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.rules.renumbered import RenumberedRule
+from looprescue.detect.rules.reprise import RepriseRule
 from looprescue.detect.rules.restate import RestateRule
 from looprescue.detect.rules.rows import TableRowsRule
 from looprescue.detect.rules.stutter import StutterRule
@@ -114,6 +115,10 @@ def _opener(ctx: RuleContext) -> Rule | None:
     return OpenerRule(ctx.channel, ctx.cfg)
 
 
+def _reprise(ctx: RuleContext) -> Rule | None:
+    return RepriseRule(ctx.channel, ctx.cfg)
+
+
 def _overrun(ctx: RuleContext) -> Rule | None:
     if not ctx.asked and not ctx.sections:
         return None
@@ -147,6 +152,7 @@ RULES: Final[tuple[Callable[[RuleContext], Rule | None], ...]] = (
     _periodic,
     _drift,
     _opener,
+    _reprise,
     _overrun,
     _counted,
     _parrot,
