@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from looprescue.detect.buffer import TextWindow
+from looprescue.detect.buffer import TextWindow, ended_lines
 from looprescue.detect.hits import Hit
 from looprescue.detect.segment import Segmenter
 
@@ -126,3 +126,28 @@ class Rule:
     def settle(self, win: TextWindow, hit: Hit, rules: list[Rule]) -> Hit:
         """This rule's hit, its cut moved where the rules together say the loop began."""
         return hit
+
+
+class LineRule(Rule):
+    """A rule that reads every line once, at the checkpoint after it ends (its ``CHECKPOINT``
+    feed): the lines come from ``buffer.ended_lines``, one read shared by all such rules at a
+    checkpoint. A subclass judges them in ``on_ended_line``."""
+
+    def __init__(self) -> None:
+        self._read = 0  # lines that begin before this offset were read
+
+    def at_checkpoint(
+        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    ) -> Hit | None:
+        for line, start, end in ended_lines(win, max(self._read, win.base), cp, final):
+            self._read = end
+            hit = self.on_ended_line(line, start, end, cp, segmenter)
+            if hit is not None:
+                return hit
+        return None
+
+    def on_ended_line(
+        self, line: str, start: int, end: int, cp: int, segmenter: Segmenter
+    ) -> Hit | None:
+        """Judge a line, its line break included, that ended by checkpoint ``cp``."""
+        raise NotImplementedError

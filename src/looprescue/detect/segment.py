@@ -13,6 +13,7 @@ from typing import Final, Protocol
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Hit
 from looprescue.detect.limits import LONG_UNIT
+from looprescue.detect.shape import is_table_row
 from looprescue.detect.text import (
     LONG_SENTENCE,
     SENTENCE_END,
@@ -321,6 +322,16 @@ class Segmenter:
     def fenced(self, offset: int) -> bool:
         """Whether the char at ``offset`` (already scanned) lies inside a ``` fence."""
         return (bisect_right(self._fence_marks, offset) + self._fence_parity) % 2 == 1
+
+    def code_or_table(self, stripped: str, start: int) -> bool:
+        """Whether a line (stripped, not blank) that begins at ``start`` is code or a table:
+        inside a fence, a fence line, or a table row. Rules that compare whole lines leave
+        them: lines alike are how code and tables are written."""
+        return (
+            self.fenced(start)
+            or stripped.startswith("```")
+            or (stripped[0] == "|" and is_table_row(stripped))
+        )
 
     def fence_open_since(self, offset: int) -> bool:
         """Whether the char at ``offset`` lies inside a ``` fence that no line scanned since

@@ -57,12 +57,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from looprescue.config import DetectorConfig
-from looprescue.detect.buffer import TextWindow, ended_lines
+from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.nearcopy import edit_distance_up_to
-from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, LineRule
 from looprescue.detect.segment import Segmenter
-from looprescue.detect.shape import is_table_row, looks_like_code
+from looprescue.detect.shape import looks_like_code
 from looprescue.detect.text import excerpt, notation_marks
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
@@ -180,7 +180,7 @@ class _Paragraph:
         return self.ordered
 
 
-class DriftRule(Rule):
+class DriftRule(LineRule):
     def names(self) -> tuple[str, ...]:
         return ("drift",)
 
@@ -188,6 +188,7 @@ class DriftRule(Rule):
         return _FEEDS
 
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+        super().__init__()
         self._channel = channel
         self._copies: float = cfg.cycleMinRepeats
         self._recent: list[_Paragraph] = []  # the last MAX_BLOCK paragraphs, oldest first
@@ -205,7 +206,6 @@ class DriftRule(Rule):
         # per block length: where the run's first copy begins, and where it ends (the cut)
         self._first = [0] * (MAX_BLOCK + 1)
         self._kept_to = [0] * (MAX_BLOCK + 1)
-        self._read = 0  # lines that begin before this offset were read
         self._label = ""  # the label line since the last paragraph (``Dear Ann,``)
         self._text_end = 0  # where the latest line that is not blank ends
         self._returned = 0  # the watermark given last
@@ -213,27 +213,15 @@ class DriftRule(Rule):
         self._verdicts: dict[int, int] = {}
         self._passed = 0  # the unread lines before this are blank or like no paragraph
 
-    def at_checkpoint(
-        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    def on_ended_line(
+        self, line: str, start: int, end: int, cp: int, segmenter: Segmenter
     ) -> Hit | None:
-        for line, line_start, line_end in ended_lines(win, max(self._read, win.base), cp, final):
-            self._read = line_end
-            self._verdicts.pop(line_start, None)
-            hit = self._on_line(line, line_start, line_end, segmenter)
-            if hit is not None:
-                return hit
-        return None
-
-    def _on_line(self, line: str, start: int, end: int, segmenter: Segmenter) -> Hit | None:
+        self._verdicts.pop(start, None)  # (read now: no longer held while it is written)
         stripped = line.strip()
         if not stripped:
             return None  # a blank line goes with whatever is around it
         previous_end, self._text_end = self._text_end, end
-        if (
-            segmenter.fenced(start)
-            or stripped.startswith("```")
-            or (stripped[0] == "|" and is_table_row(stripped))
-        ):
+        if segmenter.code_or_table(stripped, start):
             self._reset()
             return None
         # a label that changes from line to line (``Monday:``, ``Day 2:``, ``3.``) makes a

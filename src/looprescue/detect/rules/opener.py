@@ -33,11 +33,11 @@ import re
 from typing import Final
 
 from looprescue.config import DetectorConfig
-from looprescue.detect.buffer import TextWindow, ended_lines
+from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
+from looprescue.detect.rule import CHECKPOINT, WATERMARK, LineRule
 from looprescue.detect.segment import Segmenter
-from looprescue.detect.shape import is_table_row, text_width
+from looprescue.detect.shape import text_width
 from looprescue.detect.text import excerpt, has_alnum
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
@@ -75,7 +75,7 @@ def _in_word(char: str) -> bool:
     return char.isascii() and char.isalnum()
 
 
-class OpenerRule(Rule):
+class OpenerRule(LineRule):
     def names(self) -> tuple[str, ...]:
         return ("opener",)
 
@@ -83,9 +83,9 @@ class OpenerRule(Rule):
         return _FEEDS
 
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+        super().__init__()
         self._channel = channel
         self._min_chars = cfg.poolMinChars
-        self._read = 0  # lines that begin before this offset were read
         self._returned = 0  # the watermark given last
         # the run: its opening sentence ("" when none), how many lines in a row open with it,
         # where the first begins and ends, and the tails said after it (how often each)
@@ -98,25 +98,13 @@ class OpenerRule(Rule):
         self._shapes: dict[str, None] = {}  # the same with their digits masked
         self._width = 0  # of the run's lines (a CJK char counted as two)
 
-    def at_checkpoint(
-        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
+    def on_ended_line(
+        self, line: str, start: int, end: int, cp: int, segmenter: Segmenter
     ) -> Hit | None:
-        for line, line_start, line_end in ended_lines(win, max(self._read, win.base), cp, final):
-            self._read = line_end
-            hit = self._on_line(line, line_start, line_end, segmenter)
-            if hit is not None:
-                return hit
-        return None
-
-    def _on_line(self, line: str, start: int, end: int, segmenter: Segmenter) -> Hit | None:
         stripped = line.strip()
         if not stripped:
             return None  # a blank line goes with the run around it
-        if (
-            segmenter.fenced(start)
-            or stripped.startswith("```")
-            or (stripped[0] == "|" and is_table_row(stripped))
-        ):
+        if segmenter.code_or_table(stripped, start):
             self._opener = ""  # code or a table: lines alike are how they are written
             return None
         opener = _common_head(self._opener, stripped) if self._opener else ""

@@ -53,11 +53,10 @@ from collections import deque
 from typing import Final
 
 from looprescue.config import DetectorConfig
-from looprescue.detect.buffer import TextWindow, ended_lines
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.rule import CHECKPOINT, Rule
+from looprescue.detect.rule import CHECKPOINT, LineRule
 from looprescue.detect.segment import Segmenter
-from looprescue.detect.shape import is_table_row, text_width
+from looprescue.detect.shape import text_width
 from looprescue.detect.text import LineKind, classify_line, excerpt, notation
 
 _FEEDS: Final = frozenset({CHECKPOINT})
@@ -107,7 +106,7 @@ class _Said:
         self.times = 1
 
 
-class RepriseRule(Rule):
+class RepriseRule(LineRule):
     def names(self) -> tuple[str, ...]:
         return ("reprise",)
 
@@ -115,9 +114,9 @@ class RepriseRule(Rule):
         return _FEEDS
 
     def __init__(self, channel: Channel, cfg: DetectorConfig) -> None:
+        super().__init__()
         self._channel = channel
         self._phrase_chars = cfg.poolMaxPhraseChars
-        self._read = 0  # lines that begin before this offset were read
         self._counted = 0  # counted lines so far
         self._said: dict[str, _Said] = {}
         self._last = ""  # the counted line before, and whether it was new
@@ -136,27 +135,13 @@ class RepriseRule(Rule):
         self._handed: int | None = None
         self._handed_at = 0
 
-    def at_checkpoint(
-        self, win: TextWindow, cp: int, final: bool, segmenter: Segmenter
-    ) -> Hit | None:
-        for line, line_start, line_end in ended_lines(win, max(self._read, win.base), cp, final):
-            self._read = line_end
-            hit = self._on_line(line, line_start, line_end, cp, segmenter)
-            if hit is not None:
-                return hit
-        return None
-
-    def _on_line(
+    def on_ended_line(
         self, line: str, start: int, end: int, cp: int, segmenter: Segmenter
     ) -> Hit | None:
         stripped = line.strip()
         if not stripped:
             return None
-        if (
-            segmenter.fenced(start)
-            or stripped.startswith("```")
-            or (stripped[0] == "|" and is_table_row(stripped))
-        ):
+        if segmenter.code_or_table(stripped, start):
             # code or a table: lines alike are how they are written, and the copies are over
             self._cut = self._handed = None
             self._window.clear()
