@@ -39,6 +39,11 @@ LONG_SENTENCE: Final = "x" * 256
 STRUCTURE_LINE: Final = "\x00structure"
 
 
+# What a label line ends with: a few words and a colon or a comma (``Dear Ann,``, ``Day 2:``,
+# ``佳美的正文：``, ``王芳，你好：``); the text under it is an item of its own.
+LABEL_ENDS: Final = ":：,，"
+
+
 class LineKind(Enum):
     PROSE = "prose"
     LIST_ITEM = "list"

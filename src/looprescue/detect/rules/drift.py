@@ -63,7 +63,7 @@ from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, LineRule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import looks_like_code
-from looprescue.detect.text import excerpt, notation_marks
+from looprescue.detect.text import LABEL_ENDS, excerpt, notation_marks
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
@@ -103,8 +103,6 @@ PROSE_SENTENCES: Final = 3
 # a sentence's end inside a line: a full stop before a space, or a full-width one
 _SENTENCE_END: Final = re.compile(r"[.!?](?=\s)|[。！？]|[.!?]$")
 _SENTENCE_SPLIT: Final = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
-# A short line ending so is a label: ``Dear Ann,``, ``Day 2:``, ``佳美的正文：``.
-_LABEL_ENDS: Final = ":：,，"
 # How far back a line's beginning is looked for: a block of a dozen paragraphs.
 LOOK_BACK: Final = 8000
 
@@ -234,7 +232,7 @@ class DriftRule(LineRule):
         if few or (not stripped.isascii() and len(body) < MIN_TOKENS):
             # too few words or chars for a paragraph's tokens (most lines): a heading or a
             # label, neither a paragraph nor a break, but the label of the paragraph after it
-            if stripped[-1] in _LABEL_ENDS or _is_heading(stripped):
+            if stripped[-1] in LABEL_ENDS or _is_heading(stripped):
                 self._label = stripped
             return None
         paragraph = _Paragraph(start, end, body, self._label)

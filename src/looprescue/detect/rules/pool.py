@@ -72,6 +72,7 @@ from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import text_width
 from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import (
+    LABEL_ENDS,
     LONG_SENTENCE,
     STRUCTURE_LINE,
     counter_label,
@@ -162,9 +163,6 @@ def refrain(
         later = key
     return verse >= VERSE_LINES
 
-
-# what a label line ends with
-_LABEL_ENDS: Final = ":：,，"
 
 # Labelled units counting up from a batch's onset, at least this many, are an enumeration.
 ENUMERATED_ITEMS: Final = 3
@@ -438,7 +436,7 @@ class PoolRule(Rule):
         return frozenset(
             key
             for key, start, sentence in self._recent
-            if key is not None and start >= since and sentence.rstrip()[-1:] in _LABEL_ENDS
+            if key is not None and start >= since and sentence.rstrip()[-1:] in LABEL_ENDS
         )
 
     def _enumerated(self, since: int, members: set[str]) -> bool:
