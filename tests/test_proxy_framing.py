@@ -312,17 +312,19 @@ def _line_end(body: bytes, pos: int) -> tuple[int, bool] | None:
     return end, end == pos or body[end - 1 : end] != b"\r"
 
 
-def _bare_lf_in_chunked_framing(body: bytes) -> bool:
+def _chunked_framing_h11_alone_takes(body: bytes) -> bool:
     """Whether a line of the chunked coding (a size line, the CRLF after a chunk's data, a
     trailer line or the blank line that ends them) ends at a bare LF: h11 takes it, the server
-    ends a line only at CRLF, as in the head (see above)."""
+    ends a line only at CRLF, as in the head (see above); or a size line ends with an
+    extension's ``;`` and no name after it (``1;``): h11 takes it, the server refuses it, as
+    RFC 9112 does (a chunk extension's name is a token)."""
     pos = 0
     while True:
         line = _line_end(body, pos)
         if line is None:
             return False
         end, bare = line
-        if bare:
+        if bare or body[pos : end - 1].rstrip(b" \t").endswith(b";"):
             return True
         try:
             size = int(body[pos : end - 1].split(b";")[0], 16)
@@ -353,6 +355,10 @@ def _bare_lf_in_chunked_framing(body: bytes) -> bool:
     data=b"PATCH / HTTP/1.1\r\nHost: example\r\nTransfer-Encoding: chunked\r\n\r\n"
     b"1;y\r\n\x00\r\n0\r\n\n"
 )
+@example(
+    data=b"GET /0?==== HTTP/1.1\r\nHost: example\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"1;\r\n\x00\r\n0\r\n\r\n"
+)
 @example(data=b"POST /a? HTTP/1.1\r\nHost: example\r\nContent-Length: 0\r\n\r\n")
 def test_the_server_frames_requests_as_h11_does(echo_server: EchoServer, data: bytes) -> None:
     skipped = data.lstrip(b"\r\n")
@@ -374,7 +380,7 @@ def test_the_server_frames_requests_as_h11_does(echo_server: EchoServer, data: b
             for char in value
         )
         chunked = re.search(rb"(?im)^transfer-encoding:[ \t]*chunked", head) is not None
-        bare = chunked and _bare_lf_in_chunked_framing(skipped[len(head) :])
+        bare = chunked and _chunked_framing_h11_alone_takes(skipped[len(head) :])
         if method not in KNOWN_METHODS or folded or not form or control or bare:
             expected = Verdict("rejected")
         elif target.find("?") == len(target) - 1:
