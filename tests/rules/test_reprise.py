@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from tests.detect_helpers import released_and_hit, stream
@@ -76,7 +77,9 @@ def test_a_derivation_said_again_in_a_new_order_is_cut_after_its_first_copy(
     for sizes in ((1,), (3, 7), (64,)):
         assert stream(text, channel, sizes=sizes) == hit
     released, streamed = released_and_hit(text, channel)
-    assert streamed == hit and released <= hit.prune_offset + hit.lead_in
+    # the same cut; what went out past it is the streamed hit's lead-in
+    assert streamed is not None and replace(streamed, lead_in=0) == hit
+    assert released <= streamed.prune_offset + streamed.lead_in
 
 
 def _song(finale: int) -> str:
@@ -171,9 +174,12 @@ def test_code_and_tables_between_copies_end_the_run(channel):
 
 def test_nothing_is_held_back_while_lines_come_back():
     # a healthy trace that goes back to its formulas goes out as it comes: the rule takes no
-    # part in the watermark, and a hit counts what may have gone out as its lead-in
+    # part in the watermark, and the channel counts what went out past the cut as lead-in
     detector = ChannelDetector("reasoning", DetectorConfig())
     assert detector.rule("reprise") not in detector._holding_rules
     text, _, _ = reworked(EN_GROUPS, EN_ENDS, EN_CONNECTORS, 8)
-    hit = scan_text(text, channel="reasoning")[0]
-    assert hit.prune_offset + hit.lead_in >= hit.fired_at
+    assert scan_text(text, channel="reasoning")[0].lead_in == 0  # (nothing was released)
+    released, hit = released_and_hit(text, "reasoning")
+    assert hit is not None and hit.rule == "reprise"
+    assert released > hit.prune_offset  # the copies went out as they came
+    assert hit.prune_offset + hit.lead_in == released

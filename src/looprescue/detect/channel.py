@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
@@ -108,6 +110,7 @@ class ChannelDetector:
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived
         self.hit: Hit | None = None
         self._reported = False
+        self._released = 0  # the furthest watermark given: text up to it may have gone out
 
     def rule(self, name: str) -> Rule:
         """The rule whose hits are named ``name``."""
@@ -196,8 +199,14 @@ class ChannelDetector:
         )
 
     def _settle(self, hit: Hit) -> Hit:
-        """The hit as the rule that made it settles it, given the other rules."""
-        return self.rule(hit.rule).settle(self._win, hit, self._rules)
+        """The hit as the rule that made it settles it, given the other rules. A rule that
+        holds nothing back does not know what went out past its cut: the channel does (the
+        watermark it gave last), and counts that as the hit's lead-in."""
+        rule = self.rule(hit.rule)
+        hit = rule.settle(self._win, hit, self._rules)
+        if rule not in self._holding_rules and self._released > hit.prune_offset + hit.lead_in:
+            hit = replace(hit, lead_in=self._released - hit.prune_offset)
+        return hit
 
     def safe_offset(self) -> int:
         """Chars of this channel that no future hit can prune (a proxy may release them)."""
@@ -212,4 +221,5 @@ class ChannelDetector:
         for i in range(1, len(rules)):
             # (two-argument mins: compiled, they compare native ints)
             held = min(held, rules[i].safe_offset(win, segmenter))
+        self._released = max(self._released, held)
         return held

@@ -39,8 +39,8 @@ new line in ``NEW_GAP`` lines in a row; one that begins within ``NEW_GAP`` lines
 with its cut, so the cut stays at the second copy however many copies bring a new variant.
 
 What it holds back: nothing (it takes no part in the watermark). A real reasoning trace goes
-back to its formulas for a thousand chars at a time; held, it would stall. A hit counts all
-the text before its checkpoint past the cut as its lead-in: any of it may have gone out.
+back to its formulas for a thousand chars at a time; held, it would stall. What the other
+rules' watermark let out past the cut is the hit's lead-in (the channel counts it).
 
 How it stays incremental. Lines are read once, at the checkpoint after they end, and looked up
 in a dict of the last ``LOOK_BACK`` counted lines (older ones leave it in order); the verdict
@@ -172,7 +172,7 @@ class RepriseRule(LineRule):
         if len(self._said) > 2 * LOOK_BACK:
             self._forget(count)
         self._last, self._after_new = folded, said is None
-        return self._judge(end, cp) if said is not None else None
+        return self._judge(end) if said is not None else None
 
     def _on_new(self) -> None:
         if self._cut is None:
@@ -222,7 +222,7 @@ class RepriseRule(LineRule):
                 self._window_said -= 1
                 self._window_moved -= gone
 
-    def _judge(self, end: int, cp: int) -> Hit | None:
+    def _judge(self, end: int) -> Hit | None:
         window = self._window
         if (
             len(window) < WINDOW
@@ -248,6 +248,5 @@ class RepriseRule(LineRule):
             repeats=float(self._said[most].times),
             period=None,
             evidence=excerpt(most),
-            # (nothing was held: all of the text before this checkpoint may have gone out)
-            lead_in=max(0, cp - cut),
+            # (nothing was held: the channel counts what went out past the cut as lead-in)
         )
