@@ -365,6 +365,16 @@ def test_copies_under_labels_that_come_back_are_a_loop(channel, labels):
             for name in ("alpha", "beta", "gamma", "delta", "omega")
         )
         + "\n```\n",
+        # a counting song: each verse the last with its number, in words, one less
+        "\n".join(
+            f"第{n}只小纸船顺着弯弯的小河慢慢地漂向很远很远的地方，岸边的孩子们一直在拍手。"
+            for n in "七六五四三二一"
+        ),
+        "\n".join(
+            f"{n} little paper boats went sailing down the silver stream this morning, and the "
+            "children on the bank kept clapping as they went."
+            for n in ("Seven", "Six", "Five", "Four", "Three", "Two")
+        ),
     ],
     ids=[
         "cases",
@@ -374,6 +384,8 @@ def test_copies_under_labels_that_come_back_are_a_loop(channel, labels):
         "letters",
         "restated-once",
         "fenced-tests",
+        "counting-song-zh",
+        "counting-song-en",
     ],
 )
 def test_paragraphs_alike_for_a_reason_are_no_drift(channel, text):

@@ -63,7 +63,7 @@ from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, LineRule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import looks_like_code
-from looprescue.detect.text import LABEL_ENDS, excerpt, notation_marks
+from looprescue.detect.text import LABEL_ENDS, excerpt, notation_marks, numbers_said
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
@@ -110,8 +110,6 @@ LOOK_BACK: Final = 8000
 _TOKEN: Final = re.compile(
     r"[A-Za-z\u00c0-\u024f]+|[0-9]+(?:\.[0-9]+)?|[\u3040-\u30ff\u4e00-\u9fff]"
 )
-# the number tokens alone (no word token holds a digit, so they are the same ones)
-_NUMBER_TOKEN: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 # A line's label: a list mark or number, then up to three words and a colon.
 _LABEL: Final = re.compile(
     r"^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)?(?:\*\*)?(?:[^\s:：*]{1,24}(?:\s[^\s:：*]{1,24}){0,2})?"
@@ -147,7 +145,7 @@ class _Paragraph:
         """Its numbers alone: a cheaper look than its tokens, and most paragraphs of a
         similar length differ in them already."""
         if not self.counted:
-            self.numbers = _NUMBER_TOKEN.findall(self.text)
+            self.numbers = numbers_said(self.text)
             self.counted = True
 
     def read_tokens(self) -> None:
