@@ -121,6 +121,10 @@ MEANINGS = {
     "detector.holdMinRecurrence": "Shortest recurring suffix the proxy holds back. 1: no loop"
     " char reaches a client, for about one delta of lag; more: chance recurrences go out at"
     " once and at most that many chars of a second copy can slip through.",
+    "detector.ignore": "Rules switched off, by the names of their hits (the table in"
+    " [docs/detector.md](docs/detector.md)), e.g. `[reprise]` or `--set"
+    " 'detector.ignore=[reprise, drift]'`: for text whose own shape one rule mistakes for a"
+    " loop. `cycle` and `counter` are one rule: list both or neither.",
     # -- doctor
     "doctor.retryStormMin": "Retried model requests (`llm/retry`) in one turn that make a retry"
     " storm.",

@@ -6,7 +6,7 @@ import pytest
 
 from looprescue.config import DetectorConfig
 from looprescue.detect.channel import ChannelDetector
-from looprescue.detect.registry import RuleContext, build_rules
+from looprescue.detect.registry import RULE_NAMES, RULES, RuleContext, build_rules
 from looprescue.detect.rule import CHECKPOINT, FEEDS, WATERMARK
 from looprescue.detect.segment import FEED_ORDER
 
@@ -37,6 +37,29 @@ def test_every_rule_is_built_once_with_feeds_the_detector_knows() -> None:
     for rule in rules:
         assert rule.feeds() <= FEEDS, rule.names()
         assert rule.feeds(), rule.names()
+
+
+def test_each_entry_names_the_hits_of_its_rule() -> None:
+    # the names are what ``detector.ignore`` lists: they must be the rule's own
+    built = {rule.names(): rule for rule in build_rules(EVERY_RULE)}
+    for names, make in RULES:
+        rule = make(EVERY_RULE)
+        assert rule is not None and rule.names() == names and names in built
+    assert len(RULE_NAMES) == len(set(RULE_NAMES))
+
+
+def test_an_ignored_rule_is_not_built_and_a_wrong_name_is_refused() -> None:
+    cfg = DetectorConfig(ignore=("reprise", "cycle", "counter"))
+    names = {
+        name
+        for rule in build_rules(RuleContext("text", cfg, asked=((1, 10),)))
+        for name in rule.names()
+    }
+    assert not names & {"reprise", "cycle", "counter"} and {"pool", "drift"} <= names
+    with pytest.raises(ValueError, match="no rule is named 'reprize'"):
+        DetectorConfig(ignore=("reprize",))
+    with pytest.raises(ValueError, match="cycle and counter are one rule"):
+        DetectorConfig(ignore=("counter",))
 
 
 def test_the_segmenter_judges_a_boundary_in_registry_order() -> None:

@@ -103,6 +103,32 @@ class DetectorConfig(_Strict):
     # it at once, and lets at most that many chars of a second copy through (counted as periods
     # are, with a run of digits or whitespace as one char).
     holdMinRecurrence: int = Field(1, ge=1, le=64)
+    # Rules switched off, by the names of their hits (as ruff's ``ignore``).
+    ignore: tuple[str, ...] = ()
+
+    @field_validator("ignore")
+    @classmethod
+    def _known_rules(cls, listed: tuple[str, ...]) -> tuple[str, ...]:
+        if not listed:
+            return listed
+        names = set(listed)
+        # (imported here: the registry builds its rules from this model)
+        from looprescue.detect.registry import RULES
+
+        known = {name for rule_names, _ in RULES for name in rule_names}
+        unknown = sorted(names - known)
+        if unknown:
+            raise ValueError(
+                f"no rule is named {', '.join(map(repr, unknown))} "
+                f"(the rules: {', '.join(sorted(known))})"
+            )
+        for rule_names, _ in RULES:
+            listed = names & set(rule_names)
+            if listed and len(listed) < len(rule_names):
+                raise ValueError(
+                    f"{' and '.join(rule_names)} are one rule: ignore all of them or none"
+                )
+        return tuple(sorted(names))
 
     @model_validator(mode="after")
     def _check_ranges(self) -> DetectorConfig:

@@ -8,7 +8,8 @@ first hit, so a later rule never sees text past it.
 
 Each entry builds its rule for one channel, or None where the rule has nothing to do there (a
 rule of the visible text in the reasoning channel, a rule of a continuation in a first answer).
-Adding a rule: its module in ``rules/``, an entry here, its tests, a row in docs/detector.md.
+Adding a rule: its module in ``rules/``, an entry here (with the names of its hits), its tests,
+a row in docs/detector.md.
 """
 
 from __future__ import annotations
@@ -138,31 +139,38 @@ def _parrot(ctx: RuleContext) -> Rule | None:
     return rule if rule.active else None
 
 
-# In firing order.
-RULES: Final[tuple[Callable[[RuleContext], Rule | None], ...]] = (
-    _restate,
-    _stutter,
-    _pool,
-    _imports,
-    _renumbered,
-    _rows,
-    _lines,
-    _echo,
-    _paragraph,
-    _periodic,
-    _drift,
-    _opener,
-    _reprise,
-    _overrun,
-    _counted,
-    _parrot,
+# In firing order, each with the names of the hits its rule makes (``Rule.names``): the names
+# ``detector.ignore`` may list.
+RULES: Final[tuple[tuple[tuple[str, ...], Callable[[RuleContext], Rule | None]], ...]] = (
+    (("restate",), _restate),
+    (("stutter",), _stutter),
+    (("pool",), _pool),
+    (("imports",), _imports),
+    (("renumbered",), _renumbered),
+    (("rows",), _rows),
+    (("lines",), _lines),
+    (("echo",), _echo),
+    (("paragraph",), _paragraph),
+    (("cycle", "counter"), _periodic),
+    (("drift",), _drift),
+    (("opener",), _opener),
+    (("reprise",), _reprise),
+    (("overrun",), _overrun),
+    (("counted",), _counted),
+    (("parrot",), _parrot),
 )
+
+# Every name a hit of a rule may carry.
+RULE_NAMES: Final[tuple[str, ...]] = tuple(name for names, _ in RULES for name in names)
 
 
 def build_rules(ctx: RuleContext) -> list[Rule]:
-    """The rules of one channel, in firing order."""
+    """The rules of one channel, in firing order (those ``detector.ignore`` lists left out)."""
+    ignored = ctx.cfg.ignore
     rules: list[Rule] = []
-    for make in RULES:
+    for names, make in RULES:
+        if ignored and names[0] in ignored:
+            continue
         rule = make(ctx)
         if rule is not None:
             rules.append(rule)
