@@ -26,12 +26,12 @@ def stream(
     return detector.flush(channel)
 
 
-def released_and_hit(text: str, channel: str, seed: int = 0) -> tuple[int, Hit | None]:
+def released_and_hit(text: str, channel: str, seed: int = 0, config=None) -> tuple[int, Hit | None]:
     """(the furthest the watermark released, the hit), in random 2-6 char deltas, as the
     proxy asks for the watermark after every delta."""
     from looprescue.corpus import random_deltas
 
-    detector = StreamDetector(DetectorConfig(), watch="both")
+    detector = StreamDetector(config or DetectorConfig(), watch="both")
     released = 0
     for delta in random_deltas(text, random.Random(seed)):
         hit = detector.feed(channel, delta)

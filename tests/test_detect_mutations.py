@@ -107,6 +107,32 @@ MUTATIONS = {
         ("readings", range(12), "en", ("blank",), "reasoning"),
         False,
     ),
+    # rehash reads a CJK char as a token: without it a Chinese sentence has none, and one
+    # said again in other words inside a paragraph goes through
+    "rehash CJK tokens": (
+        "rules/rehash.py",
+        '|[0-9]+(?:\\.[0-9]+)?|[\\u3040-\\u30ff\\u4e00-\\u9fff]")\n_CJK',
+        '|[0-9]+(?:\\.[0-9]+)?")\n_CJK',
+        ("restated", range(3), "zh", ("none", "space"), "text"),
+        False,
+    ),
+    # a label of its own (``Thursday:``) makes a sentence an item of a list: widened, a
+    # week's plan with the same routine every day is cut
+    "rehash label guard": (
+        "rules/rehash.py",
+        "if unit.label and unit.label not in labels:",
+        "if False:",
+        ("routine", range(2), "en", ("newline",), "text"),
+        False,
+    ),
+    # a connector that fills the slot of the one it copies with a new word names an item
+    "rehash item guard": (
+        "rules/rehash.py",
+        "if stale and unit.head and not set(unit.head).isdisjoint(copied.head):",
+        "if False:",
+        ("alike_items", range(2), "en", ("space",), "text"),
+        False,
+    ),
 }
 
 # Run in the child: judge the cases with the package first on sys.path, print the problems.

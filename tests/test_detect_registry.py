@@ -33,6 +33,7 @@ def test_every_rule_is_built_once_with_feeds_the_detector_knows() -> None:
         "overrun",
         "parrot",
         "restate",
+        "rehash",
     }
     for rule in rules:
         assert rule.feeds() <= FEEDS, rule.names()

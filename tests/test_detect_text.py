@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from looprescue.detect.shape import CLAUSE_MARK, CLAUSE_MARK_CHARS
-from looprescue.detect.text import SENTENCE_END, SENTENCE_END_CHARS, numbers_said
+from looprescue.detect.text import SENTENCE_END, SENTENCE_END_CHARS, number_set, numbers_said
 
 
 def test_the_sentence_end_chars_are_the_chars_a_sentence_end_begins_with() -> None:
@@ -45,4 +45,6 @@ def test_a_number_is_read_as_digits_however_it_is_said() -> None:
     # ``thirty minutes`` says what ``30 minutes`` does; a count word from two up, an ordinal
     text = "Even thirty minutes, or 30, of Four laps; 第四只 and one more, 2.5 in all."
     assert sorted(numbers_said(text)) == sorted(["30", "30", "4", "第四", "2.5"])
+    words = frozenset(w.strip(",;.") for w in text.lower().split())
+    assert number_set(text, words) == frozenset(numbers_said(text))
     assert numbers_said("Someone wrote a tone poem.") == []  # (no count word inside a word)

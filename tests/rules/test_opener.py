@@ -38,13 +38,15 @@ def test_an_agent_saying_again_what_it_will_call_is_cut_after_its_first_line(cha
     loop = announcing(head, tails, 40)
     text = LEAD + loop
     first = loop.index("\n") + 1
-    for hit in (scan_text(text, channel=channel)[0], stream(text, channel)):
+    # (opener's own verdict: ``rehash`` also finds the tails drawn again, a line later)
+    only = DetectorConfig(ignore=("rehash",))
+    for hit in (scan_text(text, channel, only)[0], stream(text, channel, config=only)):
         assert hit.rule == "opener"
         assert hit.loop_start == len(LEAD)
         assert hit.prune_offset == len(LEAD) + first  # one line kept
         assert hit.fired_at - len(LEAD) < 14 * (len(head) + 20)
     for seed in range(3):
-        released, hit = released_and_hit(text, channel, seed)
+        released, hit = released_and_hit(text, channel, seed, only)
         assert hit is not None and released <= hit.prune_offset + hit.lead_in
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import example, given, settings
@@ -248,8 +249,12 @@ def test_the_watermark_never_passes_the_cut_and_any_chunking_agrees(
     whole = StreamDetector(CONFIG, watch="both", shown=EMAIL, shown_loop=units_of(EMAIL)[-1])
     expected = whole.feed("text", text) or whole.flush("text")
     hit, released = judge(text, EMAIL, seed, loop=units_of(EMAIL)[-1], high=high)
-    assert hit == expected
-    if hit is not None:
+    # the same cut in any chunking; what went out past it before a rule that holds nothing
+    # found it is the streamed hit's lead-in
+    assert (hit is None) == (expected is None)
+    if hit is not None and expected is not None:
+        assert replace(hit, lead_in=0) == replace(expected, lead_in=0)
+        assert hit.lead_in >= expected.lead_in
         # never past the rule's own cut: the near-copies a cut moves back over may have gone
         # out already (its lead-in; hypothesis found a copy said before the run, whitespace
         # apart, that a periodic cut walks back over)

@@ -861,6 +861,52 @@ def reworked(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+_RESTATE_CONNECTORS = {
+    "en": ["In other words,", "That is,", "Put simply,", "Again,", "Once more,"],
+    "zh": ["总之，", "也就是说，", "换句话说，", "简单来说，", "再强调一次，"],
+}
+
+
+def _restatable(rng: random.Random, lang: str) -> tuple[str, str]:
+    """A long sentence with a slot for a hedge word after its subject (``{}``), and its end."""
+    first, second = _distinct_sentences(rng, lang, 2)
+    if lang == "zh":
+        subject = next(s for s in _ZH_SUBJECTS if first.startswith(s))
+        return subject + "{}" + first[len(subject) : -1] + "，这意味着" + second[:-1], "。"
+    subject = next(s for s in _EN_SUBJECTS if first.lower().startswith(s))
+    rest = first[len(subject) : -1] + ", which means " + second[0].lower() + second[1:-1]
+    return subject[0].upper() + subject[1:] + " {}" + rest, "."
+
+
+def restated(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """One sentence said again and again in other words: each copy opens with a connector
+    drawn from a few and says its hedge word one of two or three ways (``usually``,
+    ``often``), as a model that has run out of things to say restates its last point."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    template, end = _restatable(rng, base)
+    hedges = rng.sample(_ZH_HEDGES if base == "zh" else _EN_HEDGES, rng.randint(2, 3))
+    after = _joiner(rng, sep, base)
+    first = template.format(hedges[0]) + end
+    pieces = [first]
+    for _ in range(9):
+        connector = rng.choice(_RESTATE_CONNECTORS[base])
+        said = template.format(rng.choice(hedges)) + end
+        if base == "en":
+            said = " " + said[0].lower() + said[1:]
+        pieces.append(connector + said)
+    joined = [piece + after(piece) for piece in pieces]
+    return _loop_case(
+        "restated",
+        rng,
+        lang,
+        channel,
+        "".join(joined),
+        len(joined[0]),
+        width(joined[1]),
+        period=len(joined[1]),
+    )
+
+
 def _copy_body(copy: str) -> str:
     """A copy of ``reworked`` without the gap and connector line before it."""
     return copy.lstrip("\n").split("\n", 1)[1]
@@ -886,6 +932,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "marker_lines": marker_lines,
     "drifting": drifting,
     "reworked": reworked,
+    "restated": restated,
 }
 
 
@@ -1260,6 +1307,74 @@ def revisits(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _healthy("revisits", rng, lang, channel, gap.join(out))
 
 
+_DAYS = {
+    "en": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
+    "zh": ["周一", "周二", "周三", "周四", "周五", "周六", "周日"],
+}
+
+
+def routine(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A week's plan that gives every day the same routine under the day's own label: one
+    sentence said word for word seven times, each an item of the plan."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    said = _join_prose(_distinct_sentences(rng, base, 1))
+    mark = "：" if base == "zh" else ": "
+    gap = "\n\n" if sep == "blank" else "\n"
+    body = gap.join(day + mark + said for day in _DAYS[base]) + "\n"
+    return _healthy("routine", rng, lang, channel, body)
+
+
+_PLACES = {
+    "en": ["Linux", "macOS", "Windows", "FreeBSD", "Alpine", "Debian", "Fedora"],
+    "zh": ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉"],
+}
+
+
+def alike_items(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """Sentences alike but for the thing each names (the build passes on Linux, on macOS,
+    ...): a list written as prose in one paragraph, each sentence saying something new. (One
+    such sentence a line is no case here: ``drift`` takes three lines a name apart for a
+    paragraph said again with a word swapped, as it must for ``slim``, ``sleek``,
+    ``compact``.)"""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    tail = _sentence(rng, base)
+    if base == "zh":
+        said = "在{}的机器上测试全部通过，" + tail
+    else:
+        said = "On {}, every test passes and " + tail[0].lower() + tail[1:]
+    pieces = [said.format(place) for place in _PLACES[base]]
+    body = _weave(rng, pieces, "space" if sep in ("newline", "blank", "random") else sep, base)
+    return _healthy("alike_items", rng, lang, channel, body.rstrip() + "\n")
+
+
+_NUMBER_NAMES = ["Seven", "Six", "Five", "Four", "Three", "Two", "One"]
+
+
+def counting_song(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A counting song: each verse the last with its number one less (``Five paper boats``,
+    ``Four paper boats``; ``第五只小船``), its middle line the same every time."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    verses = []
+    for k, name in enumerate(_NUMBER_NAMES[:-1]):
+        if base == "zh":
+            n, m = "七六五四三二一"[k], "七六五四三二一"[k + 1]
+            lines = [
+                f"第{n}只纸船顺着小河慢慢地漂向远方，",
+                "如果有一只纸船在河湾那里转了弯，",
+                f"就只剩下第{m}只纸船顺着小河慢慢地漂。",
+            ]
+        else:
+            lines = [
+                f"{name} paper boats a-sailing down the stream,",
+                "And if one paper boat should drift around the bend,",
+                f"There'll be {_NUMBER_NAMES[k + 1].lower()} paper boat"
+                + ("" if k + 1 == len(_NUMBER_NAMES) - 1 else "s")
+                + " a-sailing down the stream.",
+            ]
+        verses.append("\n".join(lines))
+    return _healthy("counting_song", rng, lang, channel, "\n\n".join(verses) + "\n")
+
+
 HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "asked_list": asked_list,
     "asked_sections": asked_sections,
@@ -1282,6 +1397,9 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "parallel_cases": parallel_cases,
     "letters": letters,
     "revisits": revisits,
+    "routine": routine,
+    "alike_items": alike_items,
+    "counting_song": counting_song,
 }
 
 

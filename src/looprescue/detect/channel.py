@@ -24,15 +24,41 @@ from looprescue.detect.rule import (
     WATERMARK,
     Rule,
 )
-from looprescue.detect.segment import Segmenter, ends_in_fence
+from looprescue.detect.segment import Segmenter, SentenceSink, ends_in_fence
+
+
+def _both(first: SentenceSink, second: SentenceSink) -> SentenceSink:
+    """One sink that hands a unit to two rules, in order; the first hit wins."""
+
+    def sink(text: str, start: int, end: int) -> Hit | None:
+        hit = first(text, start, end)
+        later = second(text, start, end)
+        return hit if hit is not None else later
+
+    return sink
+
+
+def _clauses_sink(takers: list[Rule]) -> SentenceSink | None:
+    """The ``CLAUSES`` feed's sink: several rules look inside a sentence."""
+    if not takers:
+        return None
+    sink: SentenceSink = takers[0].on_clauses
+    for rule in takers[1:]:
+        sink = _both(sink, rule.on_clauses)
+    return sink
 
 
 def _segmenter(
-    structural: bool, takers: dict[str, Rule], long_sentence: int, in_fence: bool
+    structural: bool,
+    takers: dict[str, Rule],
+    clauses: list[Rule],
+    long_sentence: int,
+    in_fence: bool,
 ) -> Segmenter:
-    """A segmenter that hands each of its feeds to the rule that takes it."""
+    """A segmenter that hands each of its feeds to the rule that takes it (``CLAUSES`` to
+    each of the rules that take it)."""
     sentence, line, line_start = takers.get(SENTENCE), takers.get(LINE), takers.get(LINE_START)
-    clauses, unit, opening = takers.get(CLAUSES), takers.get(UNIT), takers.get(OPEN_SENTENCE)
+    unit, opening = takers.get(UNIT), takers.get(OPEN_SENTENCE)
     return Segmenter(
         structural,
         sentence.on_sentence if sentence is not None else None,
@@ -41,7 +67,7 @@ def _segmenter(
         long_sentence=long_sentence,
         table=takers.get(ROW),
         code=takers.get(CODE_LINE),
-        on_clauses=clauses.on_clauses if clauses is not None else None,
+        on_clauses=_clauses_sink(clauses),
         on_unit=unit.on_unit if unit is not None else None,
         on_open_sentence=opening.on_open_sentence if opening is not None else None,
         items=takers.get(ITEM),
@@ -89,6 +115,7 @@ class ChannelDetector:
         self._window_rules: list[Rule] = []  # the rules that judge the window, in order
         self._holding_rules: list[Rule] = []  # the rules with a watermark
         takers: dict[str, Rule] = {}  # the segmenter's feeds
+        clauses: list[Rule] = []  # (the one feed several rules may take)
         # (one short pass: a channel is made for every stream, and again after every cut)
         for rule in rules:
             for feed in rule.feeds():
@@ -96,6 +123,8 @@ class ChannelDetector:
                     self._window_rules.append(rule)
                 elif feed == WATERMARK:
                     self._holding_rules.append(rule)
+                elif feed == CLAUSES:
+                    clauses.append(rule)
                 elif feed in takers:
                     raise ValueError(f"two rules take the segmenter's {feed!r} feed")
                 else:
@@ -104,7 +133,7 @@ class ChannelDetector:
         # (a continuation goes on from the shown answer: inside its code block, if it was cut
         # in one)
         self._segmenter = _segmenter(
-            structural, takers, 4 * cfg.poolMaxPhraseChars + 64, ends_in_fence(shown)
+            structural, takers, clauses, 4 * cfg.poolMaxPhraseChars + 64, ends_in_fence(shown)
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived

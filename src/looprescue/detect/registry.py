@@ -32,6 +32,7 @@ from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
+from looprescue.detect.rules.rehash import RehashRule
 from looprescue.detect.rules.renumbered import RenumberedRule
 from looprescue.detect.rules.reprise import RepriseRule
 from looprescue.detect.rules.restate import RestateRule
@@ -74,6 +75,10 @@ def _restate(ctx: RuleContext) -> Rule | None:
 
 def _stutter(ctx: RuleContext) -> Rule | None:
     return StutterRule(ctx.channel, ctx.cfg)
+
+
+def _rehash(ctx: RuleContext) -> Rule | None:
+    return RehashRule(ctx.channel)
 
 
 def _pool(ctx: RuleContext) -> Rule | None:
@@ -144,6 +149,7 @@ def _parrot(ctx: RuleContext) -> Rule | None:
 RULES: Final[tuple[tuple[tuple[str, ...], Callable[[RuleContext], Rule | None]], ...]] = (
     (("restate",), _restate),
     (("stutter",), _stutter),
+    (("rehash",), _rehash),
     (("pool",), _pool),
     (("imports",), _imports),
     (("renumbered",), _renumbered),

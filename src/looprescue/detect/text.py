@@ -133,6 +133,7 @@ _COUNT_WORDS: Final = {
     "thousand": "1000", "million": "1000000",
 }
 # fmt: on
+_COUNT_WORD_SET: Final = frozenset(_COUNT_WORDS)
 _DIGITS_SAID: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _ORDINAL_SAID: Final = re.compile(r"第[0-9零〇一二三四五六七八九十百千两]+")
 _WORD_SAID: Final = re.compile(r"[a-z]+")
@@ -150,6 +151,17 @@ def numbers_said(text: str) -> list[str]:
     if "第" in text:
         numbers += _ORDINAL_SAID.findall(text)
     return numbers
+
+
+def number_set(text: str, words: frozenset[str]) -> frozenset[str]:
+    """The numbers ``text`` says, as ``numbers_said`` reads them, given its words in lower
+    case (the cheap way for a rule that has read them already)."""
+    numbers = set(_DIGITS_SAID.findall(text))
+    for word in words & _COUNT_WORD_SET:
+        numbers.add(_COUNT_WORDS[word])
+    if "第" in text:
+        numbers.update(_ORDINAL_SAID.findall(text))
+    return frozenset(numbers)
 
 
 _ALNUM: Final = re.compile(r"[^\W_]")  # a letter or digit in any script
