@@ -107,30 +107,41 @@ _NAMES: Final = frozenset("bcdefghjklmnopqrstuvwxyz")
 
 
 class _Unit:
-    """A counted unit: what it says, and what it was found to be."""
+    """A counted unit: what it says, and what it was found to be. Its token set and its
+    numbers are read when a comparison first asks (most units are compared with none)."""
 
     __slots__ = (
-        "body", "copied", "head", "label", "numbers", "source", "start", "text", "token_set",
+        "_kinds", "_numbers", "body", "copied", "head", "label", "source", "start", "text",
         "tokens",
     )  # fmt: skip
 
-    def __init__(
-        self,
-        text: str,
-        read: tuple[list[str], frozenset[str], list[str], frozenset[str], str],
-        start: int,
-    ) -> None:
-        tokens, token_set, head, numbers, label = read
+    def __init__(self, text: str, read: tuple[list[str], list[str], str], start: int) -> None:
+        tokens, head, label = read
         self.text = text  # as written (stripped)
         self.head = head
         self.label = label
         self.copied = False  # whether it copies a unit before it
         self.tokens = tokens
         self.body = " ".join(tokens)  # what it says, word for word
-        self.token_set = token_set
-        self.numbers = numbers
         self.start = start
         self.source = 0  # the first unit of the ones it copies (its own count when new)
+        self._kinds: frozenset[str] | None = None
+        self._numbers: frozenset[str] | None = None
+
+    def token_set(self) -> frozenset[str]:
+        kinds = self._kinds
+        if kinds is None:
+            kinds = self._kinds = frozenset(self.tokens)
+        return kinds
+
+    def numbers(self) -> frozenset[str]:
+        """The numbers it says, its connector's too (``Try x = 8:`` is a counted template's
+        label, no connector)."""
+        numbers = self._numbers
+        if numbers is None:
+            kinds = self.token_set()
+            numbers = self._numbers = number_set(self.text, kinds.union(self.head))
+        return numbers
 
     def folded(self) -> str:
         """Its text with whitespace runs as one space."""
@@ -141,10 +152,9 @@ class _Unit:
         return " ".join(token for token in self.tokens if not token[0].isdigit())
 
 
-def _read(sentence: str) -> tuple[list[str], frozenset[str], list[str], frozenset[str], str]:
-    """A unit's tokens (lower case, its connector left out) and their set, its connector's
-    tokens, the numbers it says (its connector's too), and its label (a connector that ends
-    with a colon: ``Thursday:``)."""
+def _read(sentence: str) -> tuple[list[str], list[str], str]:
+    """A unit's tokens (lower case, its connector left out), its connector's tokens, and its
+    label (a connector that ends with a colon: ``Thursday:``)."""
     lowered = sentence.lower()
     body, head, label = lowered, [], ""
     mark = _CONNECTOR_END.search(lowered, 0, CONNECTOR_CHARS)
@@ -157,28 +167,29 @@ def _read(sentence: str) -> tuple[list[str], frozenset[str], list[str], frozense
                 label = " ".join(head)
         else:
             head = []
-    tokens = _TOKEN.findall(body)
-    # (the numbers of the whole unit: ``Try x = 8:`` is a counted template's, no connector)
-    kinds = frozenset(tokens)
-    return tokens, kinds, head, number_set(sentence, kinds.union(head) if head else kinds), label
+    return _TOKEN.findall(body), head, label
 
 
 def _copies(a: _Unit, b: _Unit) -> bool:
     """Whether ``a`` and ``b`` say the same: the same numbers, and the shorter at most one
     token edit in EDITS_PER from the longer or from its head (the longer may add a clause)."""
-    if a.numbers != b.numbers:
-        return False
     short, long = (a, b) if len(a.tokens) <= len(b.tokens) else (b, a)
     n = len(short.tokens)
     bound = n // EDITS_PER
-    if not bound or len(short.token_set - long.token_set) > bound:
-        return False  # (each token the longer lacks costs an edit: the cheap test first)
-    if len(long.tokens) - n <= bound:
-        near = edit_distance_up_to(short.tokens, long.tokens, bound) <= bound
-    else:
-        near = len(long.tokens) <= 2 * n
-        near = near and edit_distance_up_to(short.tokens, long.tokens[:n], bound) <= bound
-    return near and not _names_differ(short.tokens, long.tokens)
+    s, t = short.tokens, long.tokens
+    added = len(t) - n > bound  # (the longer adds a clause: its head is the copy)
+    # (the cheap looks first: a copy so near keeps its first two tokens, or its last two when
+    # the same length; most units begin and end like no other)
+    if not bound or (added and len(t) > 2 * n):
+        return False
+    if (s[0] != t[0] or s[1] != t[1]) and (added or s[-1] != t[-1] or s[-2] != t[-2]):
+        return False
+    if a.numbers() != b.numbers():
+        return False
+    if len(short.token_set() - long.token_set()) > bound:
+        return False  # (each token the longer lacks costs an edit)
+    near = edit_distance_up_to(s, t[:n] if added else t, bound) <= bound
+    return near and not _names_differ(s, t)
 
 
 def _names_differ(a: list[str], b: list[str]) -> bool:
@@ -222,10 +233,12 @@ class RehashRule(Rule):
         self._labels: dict[str, int] = {}  # labels the last SAID units said, how many each
 
     def on_clauses(self, sentence: str, start: int, end: int) -> Hit | None:
-        if len(sentence) < MIN_WIDTH // 2 or text_width(sentence) < MIN_WIDTH:
+        # (the cheap looks first: most sentences are plain ASCII)
+        if sentence.isascii():
+            if len(sentence) < MIN_WIDTH or sentence.count(" ") < MIN_TOKENS - 1:
+                return None  # (too few words)
+        elif len(sentence) < MIN_WIDTH // 2 or text_width(sentence) < MIN_WIDTH:
             return None
-        if sentence.isascii() and sentence.count(" ") < MIN_TOKENS - 1:
-            return None  # (too few words: the cheap look first)
         read = _read(sentence)
         if len(read[0]) < MIN_TOKENS:
             return None
@@ -238,10 +251,11 @@ class RehashRule(Rule):
             copied = said = None
         else:
             said = self._by_body.get(unit.body)
-            if said is not None and said.numbers != unit.numbers:
+            if said is not None and said.numbers() != unit.numbers():
                 said = None  # (the numbers of a connector differ: a counted template's)
             copied = said
-            if copied is None:
+            if copied is None and len(unit.tokens) >= EDITS_PER:
+                # (a unit of fewer tokens has no near copies: most sentences end here)
                 for before in reversed(self._recent):
                     if _copies(before, unit):
                         copied = before
@@ -255,7 +269,7 @@ class RehashRule(Rule):
             # simply,`` after ``That is,`` is another way to say it again)
             vocabulary = self._said_words()
             if not stale:
-                stale = all(token in vocabulary for token in unit.token_set)
+                stale = all(token in vocabulary for token in unit.tokens)
             if stale and unit.head and not set(unit.head).isdisjoint(copied.head):
                 stale = all(token in vocabulary for token in unit.head)
         else:
@@ -347,7 +361,7 @@ class RehashRule(Rule):
         if words is None:
             words = set()
             for unit in self._recent:
-                words.update(unit.token_set)
+                words.update(unit.tokens)
                 words.update(unit.head)
             self._vocabulary = words
         return words
