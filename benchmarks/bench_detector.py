@@ -1,4 +1,5 @@
-"""Detector throughput, linearity, memory, and the cost of rescanning instead (make bench).
+"""Detector throughput, linearity, memory, each rule's cost, and the cost of rescanning instead
+(make bench).
 
 Times are CPU seconds of this process (time.process_time), best of a few passes: the machine is
 shared, and CPU time is far less disturbed by other load than wall time. Every ratio compares
@@ -27,15 +28,19 @@ ROUNDS = 5  # before/after rounds; each side's pass is the better of two in its 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _best(runs: int, text: str, with_watermark: bool = False) -> tuple[float, int]:
+def _best(
+    runs: int, text: str, with_watermark: bool = False, cfg: DetectorConfig | None = None
+) -> tuple[float, int]:
     """The fastest of ``runs`` passes: other load on a shared machine only ever slows a pass."""
-    return min(_incremental(text, with_watermark) for _ in range(runs))
+    return min(_incremental(text, with_watermark, cfg) for _ in range(runs))
 
 
-def _incremental(text: str, with_watermark: bool = False) -> tuple[float, int]:
+def _incremental(
+    text: str, with_watermark: bool = False, cfg: DetectorConfig | None = None
+) -> tuple[float, int]:
     """Feed ``text`` in 3-char deltas; on a hit start the channel afresh (as a resumed stream
     would). Returns (seconds, hits)."""
-    detector = StreamDetector(DetectorConfig(), watch="both")
+    detector = StreamDetector(cfg or DetectorConfig(), watch="both")
     feed, safe = detector.feed, detector.safe_offset
     hits = 0
     start = time.process_time()
@@ -99,6 +104,25 @@ def compare_with(before: str) -> None:
         )
 
 
+def rule_costs() -> None:
+    """Each rule's share of the time: the throughput with it switched off
+    (``detector.ignore``) over the throughput with every rule on, alternating, in this run."""
+    # (imported here: a child measuring an older checkout imports this module too)
+    from looprescue.detect.registry import RULES
+
+    texts = {label: make(MB // 2, seed=6) for label, make in TEXTS.items()}
+    print("  cost of each rule: off / on throughput on 0.5 MB, best of 3 (1.00: costs nothing)")
+    for names, _ in RULES:
+        row = []
+        for label, text in texts.items():
+            on = off = float("inf")
+            for _ in range(3):
+                on = min(on, _incremental(text)[0])
+                off = min(off, _incremental(text, cfg=DetectorConfig(ignore=names))[0])
+            row.append(f"{label} {on / off:4.2f}")
+        print(f"    {' and '.join(names):17s} " + ", ".join(row))
+
+
 def main() -> None:
     print(f"detector: deltas of {DELTA} chars, one channel; MB = 10^6 chars")
     before = os.environ.get("BENCH_DETECTOR_BEFORE")
@@ -125,6 +149,7 @@ def main() -> None:
             f"  {label:14s} peak memory while streaming: {peak_small / 1024:7.1f} KiB for 0.25 MB,"
             f" {peak_large / 1024:7.1f} KiB for 4 MB (bounded: must not grow with the text)"
         )
+    rule_costs()
     for size in (4_000, 8_000, 16_000):
         text = healthy_text(size, seed=5)
         t_naive = _naive(text)
