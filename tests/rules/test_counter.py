@@ -142,6 +142,19 @@ def test_a_log_that_reads_a_value_again_and_again_is_not_a_loop(line):
         assert stream(text, channel, sizes=(3, 7, 2)) is None, channel
 
 
+def test_a_queue_that_drains_in_a_log_is_not_a_loop():
+    # a reading that stays a while, then falls by uneven steps, for a dozen lines and more:
+    # it never rises in the last twelve, yet it is read, not counted (the matrix's readings)
+    depths = [9, 4, 7, 8, 8, 6, 9, 4, 5, 1, 2, 2, 8, 0, 7, 7, 7, 6, 5, 5, 2, 2, 1, 1, 0, 3]
+    log = "".join(
+        f"worker-3 queue depth is {d} messages, all consumers are healthy\n" for d in depths
+    )
+    text = "The worker log shows:\n" + log + "\nSo the queue drained.\n"
+    for channel in ("text", "reasoning"):
+        assert scan_text(text, channel) == [], channel
+        assert stream(text, channel, sizes=(5,)) is None, channel
+
+
 def test_a_line_whose_number_drifts_on_is_still_a_loop():
     # a model stuck on one line while its number creeps up: no index (its steps vary) and no
     # reading (it never falls back)

@@ -182,10 +182,11 @@ def counter_shape_ready(
 def a_reading(numbers: NumbersByLine, win: TextWindow, latest: int, unit: int, copies: int) -> bool:
     """Whether a one-line template is a log's line: a whole line, no list item, with a number
     that rises and falls (``READING_TURNS`` times each at least over the last
-    ``READING_COPIES`` copies, once each while there are fewer). A log reads a value again
-    and again (``queue depth 3``, ``7``, ``2``); a loop's numbers stay, count, or drift on
-    (``PEP 40``, ``PEP 43``, ``PEP 44``), and a list of the same words under wandering
-    numbers is a list, not a log."""
+    ``READING_COPIES`` copies, once each while there are fewer), or that stays as often and
+    moves by steps of two sizes or more. A log reads a value again and again (``queue depth
+    3``, ``7``, ``2``; a draining queue: ``7``, ``7``, ``6``, ``5``, ``5``, ``2``); a loop's
+    numbers stay, count, or drift on (``PEP 40``, ``PEP 43``, ``PEP 44``), and a list of the
+    same words under wandering numbers is a list, not a log."""
     spans = copy_spans(win, latest, unit, min(copies, READING_COPIES))
     # Fewer copies than that: a number that rose and fell once already may be a reading; the
     # run is judged again at the next checkpoint, with more copies.
@@ -197,14 +198,22 @@ def a_reading(numbers: NumbersByLine, win: TextWindow, latest: int, unit: int, c
         return False
     rows = [numbers.values(win, span) for span in spans]
     for position in range(min(len(row) for row in rows)):
-        rises = falls = 0
+        rises = falls = stays = 0
+        sizes: set[int] = set()
         for older, newer in pairwise(rows):
             step = newer[position] - older[position]
             if step > 0:
                 rises += 1
             elif step < 0:
                 falls += 1
+            else:
+                stays += 1
+            sizes.add(abs(step))
         if rises >= turns and falls >= turns:
+            return True
+        if stays >= turns and rises + falls >= turns and len(sizes) >= 3:
+            # a value read again, then another by an uneven step (a queue draining: 7, 7, 6,
+            # 5, 5, 2): a count moves by one step every copy
             return True
     return False
 
