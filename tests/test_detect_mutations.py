@@ -67,9 +67,9 @@ MUTATIONS = {
     ),
     # drift reads a CJK char as a token: without it a Chinese paragraph has too few to count
     "drift CJK tokens": (
-        "rules/drift.py",
-        '|[\\u3040-\\u30ff\\u4e00-\\u9fff]"',
-        '"',
+        "text.py",
+        '|[0-9]+(?:\\.[0-9]+)?|[\\u3040-\\u30ff\\u4e00-\\u9fff]"\n)',
+        '|[0-9]+(?:\\.[0-9]+)?"\n)',
         ("drifting", range(3), "zh", ("blank", "newline"), "reasoning"),
         False,
     ),
@@ -110,9 +110,9 @@ MUTATIONS = {
     # rehash reads a CJK char as a token: without it a Chinese sentence has none, and one
     # said again in other words inside a paragraph goes through
     "rehash CJK tokens": (
-        "rules/rehash.py",
-        '|[0-9]+(?:\\.[0-9]+)?|[\\u3040-\\u30ff\\u4e00-\\u9fff]")\n_CJK',
-        '|[0-9]+(?:\\.[0-9]+)?")\n_CJK',
+        "text.py",
+        '|[0-9]+(?:\\.[0-9]+)?|[\\u3040-\\u30ff\\u4e00-\\u9fff]"\n)',
+        '|[0-9]+(?:\\.[0-9]+)?"\n)',
         ("restated", range(3), "zh", ("none", "space"), "text"),
         False,
     ),

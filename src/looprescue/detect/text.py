@@ -120,6 +120,13 @@ def notation_marks(text: str) -> int:
     return len(_NOTATION.findall(text))
 
 
+# What the rules that compare sentences and paragraphs word by word read as a token: a word, a
+# number or a CJK char; marks and spaces are left out (a changed comma is no new content).
+TOKEN: Final = re.compile(
+    r"[A-Za-z\u00c0-\u024f]+|[0-9]+(?:\.[0-9]+)?|[\u3040-\u30ff\u4e00-\u9fff]"
+)
+
+
 # A number as a text says it: digits, a Chinese ordinal (``第四``), or an English count word
 # from two up (``one`` and ``a`` say the same too often to tell copies apart by them), read as
 # its digits (``thirty minutes`` says what ``30 minutes`` does).

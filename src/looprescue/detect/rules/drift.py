@@ -63,7 +63,7 @@ from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, LineRule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import looks_like_code
-from looprescue.detect.text import LABEL_ENDS, excerpt, notation_marks, numbers_said
+from looprescue.detect.text import LABEL_ENDS, TOKEN, excerpt, notation_marks, numbers_said
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
@@ -106,10 +106,6 @@ _SENTENCE_SPLIT: Final = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 # How far back a line's beginning is looked for: a block of a dozen paragraphs.
 LOOK_BACK: Final = 8000
 
-# words, numbers, CJK chars; marks and spaces are left out (a changed comma is no new content)
-_TOKEN: Final = re.compile(
-    r"[A-Za-z\u00c0-\u024f]+|[0-9]+(?:\.[0-9]+)?|[\u3040-\u30ff\u4e00-\u9fff]"
-)
 # A line's label: a list mark or number, then up to three words and a colon.
 _LABEL: Final = re.compile(
     r"^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)?(?:\*\*)?(?:[^\s:：*]{1,24}(?:\s[^\s:：*]{1,24}){0,2})?"
@@ -150,7 +146,7 @@ class _Paragraph:
 
     def read_tokens(self) -> None:
         if not self.read:
-            self.tokens = _TOKEN.findall(self.text)
+            self.tokens = TOKEN.findall(self.text)
             self.kinds = set(self.tokens)
             self.read = True
 
@@ -165,7 +161,7 @@ class _Paragraph:
     def sentence_tokens(self) -> list[list[str]]:
         """Its sentences' tokens, the sentences sorted."""
         if self.split is None:
-            self.split = sorted(_TOKEN.findall(s) for s in _SENTENCE_SPLIT.split(self.text))
+            self.split = sorted(TOKEN.findall(s) for s in _SENTENCE_SPLIT.split(self.text))
         return self.split
 
     def sentences_in_order(self) -> list[str]:
@@ -339,10 +335,10 @@ class DriftRule(LineRule):
             return not ended  # nothing but indentation yet
         if (
             segmenter.fence_open_since(line_start)
-            or (ended and len(_TOKEN.findall(line)) < MIN_TOKENS)
+            or (ended and len(TOKEN.findall(line)) < MIN_TOKENS)
             or (
                 len(so_far) == PREFIX_CHARS  # (a few chars of a line tell nothing of it)
-                and not _prose(so_far, len(_TOKEN.findall(so_far)))
+                and not _prose(so_far, len(TOKEN.findall(so_far)))
             )
         ):
             self._verdicts[line_start] = _UNLIKE  # code, or too short to be a paragraph

@@ -66,7 +66,7 @@ from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CLAUSES, Rule
 from looprescue.detect.shape import text_width
-from looprescue.detect.text import excerpt, number_set
+from looprescue.detect.text import TOKEN, excerpt, number_set
 
 _FEEDS: Final = frozenset({CLAUSES})
 
@@ -99,8 +99,6 @@ MOVED_PER: Final = 5
 NEW_GAP: Final = 4
 GAP_NEW: Final = 3
 
-# words, numbers, CJK chars; marks and spaces are left out (a changed comma is no new content)
-_TOKEN: Final = re.compile(r"[a-z\u00c0-\u024f]+|[0-9]+(?:\.[0-9]+)?|[\u3040-\u30ff\u4e00-\u9fff]")
 _CJK: Final = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 # one-letter names (``a`` and ``i`` are words too often to be told from them)
 _NAMES: Final = frozenset("bcdefghjklmnopqrstuvwxyz")
@@ -159,7 +157,7 @@ def _read(sentence: str) -> tuple[list[str], list[str], str]:
     body, head, label = lowered, [], ""
     mark = _CONNECTOR_END.search(lowered, 0, CONNECTOR_CHARS)
     if mark is not None:
-        head = _TOKEN.findall(lowered, 0, mark.start())
+        head = TOKEN.findall(lowered, 0, mark.start())
         # (a word weighs three, a CJK char two: ``In other words``, ``再强调一次``)
         if sum(2 if _CJK.match(token) else 3 for token in head) <= CONNECTOR_WEIGHT:
             body = lowered[mark.end() :]
@@ -167,7 +165,7 @@ def _read(sentence: str) -> tuple[list[str], list[str], str]:
                 label = " ".join(head)
         else:
             head = []
-    return _TOKEN.findall(body), head, label
+    return TOKEN.findall(body), head, label
 
 
 def _copies(a: _Unit, b: _Unit) -> bool:
