@@ -49,11 +49,12 @@ held, it would stall. What the other rules' watermark let out past the cut is th
 lead-in (the channel counts it).
 
 How it stays incremental. A unit is read into tokens once, when it ends. It is looked up by its
-words in a dict and compared with the last ``LOOK_BACK`` units, each by its numbers, its length
-and its token set before a banded edit distance. The labels of the last ``SAID`` units are
-counted as units come and go; the words of the last ``LOOK_BACK`` are gathered when a copy
-asks (most units copy nothing), and the cut is looked for once, when the rule fires. Memory
-is bounded by these counts.
+words in a dict and compared with the last ``LOOK_BACK`` units, each by its length and its
+first or last two tokens (a copy one edit in ten apart keeps them), then by its numbers and its
+token set (read when a comparison first asks), before a banded edit distance. The labels of
+the last ``SAID`` units are counted as units come and go; the words of the last ``LOOK_BACK``
+are gathered when a copy asks (most units copy nothing), and the cut is looked for once, when
+the rule fires. Memory is bounded by these counts.
 """
 
 from __future__ import annotations
