@@ -113,18 +113,17 @@ class DetectorConfig(_Strict):
             return listed
         names = set(listed)
         # (imported here: the registry builds its rules from this model)
-        from looprescue.detect.registry import RULES
+        from looprescue.detect.registry import RULE_NAMES, RULES
 
-        known = {name for rule_names, _ in RULES for name in rule_names}
-        unknown = sorted(names - known)
+        unknown = sorted(names - set(RULE_NAMES))
         if unknown:
             raise ValueError(
                 f"no rule is named {', '.join(map(repr, unknown))} "
-                f"(the rules: {', '.join(sorted(known))})"
+                f"(the rules: {', '.join(sorted(RULE_NAMES))})"
             )
         for rule_names, _ in RULES:
-            listed = names & set(rule_names)
-            if listed and len(listed) < len(rule_names):
+            chosen = names & set(rule_names)
+            if chosen and len(chosen) < len(rule_names):
                 raise ValueError(
                     f"{' and '.join(rule_names)} are one rule: ignore all of them or none"
                 )
