@@ -95,6 +95,35 @@ def test_a_worked_problem_restated_with_a_word_swapped_is_cut(channel, template,
     assert hit.loop_start == len(head)
 
 
+# prose that quotes code in backticks: a tag, an arrow, a call (no code line of its own)
+QUOTED = (
+    "If `index.js` wraps the app in `<React.StrictMode>`, every effect runs setup → cleanup → "
+    "setup in development, so `console.log` prints twice. That is no bug: the fix is to {} the "
+    "request in the cleanup with an `AbortController`."
+)
+ZH_QUOTED = (
+    "如果 `index.js` 里用了 `<React.StrictMode>`，开发环境下每个 effect 会执行 setup → cleanup → "
+    "setup，所以 `console.log` 会打印两次。这不是 bug，正确的做法是在 cleanup 里用 "
+    "`AbortController` {}请求。"
+)
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    ("template", "words"),
+    [(QUOTED, ["cancel", "abort", "stop"]), (ZH_QUOTED, ["取消", "中止", "终止"])],
+    ids=["en", "zh"],
+)
+def test_prose_that_quotes_code_in_backticks_is_still_prose(channel, template, words):
+    # the tag in backticks is named, not written: the paragraph is no line of code
+    copies = drifting(template, words, 6)
+    head = "Two requests show up in the Network panel.\n\n"
+    text = head + "\n\n".join(copies) + "\n\n"
+    hit = stream(text, channel, config=ONLY_DRIFT)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.loop_start == len(head)
+
+
 SKIP = [
     "Wait, let me look at the removal again.",
     "Removing an item shifts every later item one place to the {}.",

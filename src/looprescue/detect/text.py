@@ -109,6 +109,16 @@ def normalize_phrase(sentence: str) -> str:
 _NOTATION: Final = re.compile(r"[=+^<>|{}\\∩∪≤≥≠±×÷√∑∫→←⇒]")
 
 
+# Code quoted inside a line of prose, in backticks (`` `<React.StrictMode>` ``, `` `a = b` ``).
+_INLINE_CODE: Final = re.compile(r"`[^`\n]+`")
+
+
+def unquoted(line: str) -> str:
+    """``line`` with the code it quotes in backticks left out: prose that names a tag or a
+    call in backticks is still prose, and its marks are the quoted code's, not its own."""
+    return _INLINE_CODE.sub(" ", line) if "`" in line else line
+
+
 def notation(text: str) -> bool:
     """Whether a short unit is a formula or a line of code (``a + 4d = 448``, ``x -> x + 1``):
     no phrase of a pool, and no line of a run of short lines."""

@@ -12,8 +12,9 @@ before it said: nothing new comes, the block only comes back.
 What is not a loop. A paragraph is a prose line of at least ``MIN_TOKENS`` tokens (a word, a
 number or a CJK char each), outside code fences, no table row, no code and no derivation (more
 than one formula mark in ``NOTATION_PER`` tokens: a derivation restates its line with a term
-changed), unless it is ``PROSE_SENTENCES`` sentences or more (a problem worked through in
-sentences, restated with a word swapped, is prose). A copy is a near-copy of the paragraph
+changed; code it quotes in backticks, `` `<React.StrictMode>` ``, is not looked at), unless
+it is ``PROSE_SENTENCES`` sentences or more (a problem worked through in sentences, restated
+with a word swapped, is prose). A copy is a near-copy of the paragraph
 ``L`` paragraphs before it (the block's length, one to ``MAX_BLOCK``): at most
 ``max(2, tokens / 10)`` token edits apart, its sentences in their own order or sorted (a copy
 that says two sentences the other way round says the same), or with one sentence more or less,
@@ -63,7 +64,14 @@ from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, LineRule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import looks_like_code
-from looprescue.detect.text import LABEL_ENDS, TOKEN, excerpt, notation_marks, numbers_said
+from looprescue.detect.text import (
+    LABEL_ENDS,
+    TOKEN,
+    excerpt,
+    notation_marks,
+    numbers_said,
+    unquoted,
+)
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 
@@ -456,7 +464,9 @@ def _prose(line: str, tokens: int) -> bool:
     (a derivation restates its line with one term changed), unless it says what it says in
     ``PROSE_SENTENCES`` sentences or more: a derivation's line is one statement, and a
     paragraph that works a problem through in sentences is prose however many formulas it
-    holds (``v² = u² + 2as``, restated with a word swapped)."""
+    holds (``v² = u² + 2as``, restated with a word swapped). Code it quotes in backticks is
+    left out of both looks: it is named, not written."""
+    line = unquoted(line)
     if looks_like_code(line) and 4 * len(_CJK.findall(line)) < len(line):
         return False
     return (
