@@ -24,7 +24,7 @@ from looprescue.detect.rule import (
     WATERMARK,
     Rule,
 )
-from looprescue.detect.segment import Segmenter, SentenceSink, ends_in_fence
+from looprescue.detect.segment import CodeSink, Segmenter, SentenceSink, ends_in_fence
 
 
 def _both(first: SentenceSink, second: SentenceSink) -> SentenceSink:
@@ -48,15 +48,42 @@ def _clauses_sink(takers: list[Rule]) -> SentenceSink | None:
     return sink
 
 
+class _CodeLines:
+    """The ``CODE_LINE`` feed's sink when several rules read the lines inside fences: each
+    gets every line, in order; the first hit wins."""
+
+    def __init__(self, rules: list[Rule]) -> None:
+        self._rules = rules
+
+    def on_code_line(self, line: str, start: int, end: int) -> Hit | None:
+        hit: Hit | None = None
+        for rule in self._rules:
+            found = rule.on_code_line(line, start, end)
+            if hit is None:
+                hit = found
+        return hit
+
+    def end_fence(self) -> None:
+        for rule in self._rules:
+            rule.end_fence()
+
+
+def _code_sink(takers: list[Rule]) -> CodeSink | None:
+    if not takers:
+        return None
+    return takers[0] if len(takers) == 1 else _CodeLines(takers)
+
+
 def _segmenter(
     structural: bool,
     takers: dict[str, Rule],
     clauses: list[Rule],
+    code: list[Rule],
     long_sentence: int,
     in_fence: bool,
 ) -> Segmenter:
-    """A segmenter that hands each of its feeds to the rule that takes it (``CLAUSES`` to
-    each of the rules that take it)."""
+    """A segmenter that hands each of its feeds to the rule that takes it (``CLAUSES`` and
+    ``CODE_LINE`` to each of the rules that take them)."""
     sentence, line, line_start = takers.get(SENTENCE), takers.get(LINE), takers.get(LINE_START)
     unit, opening = takers.get(UNIT), takers.get(OPEN_SENTENCE)
     return Segmenter(
@@ -66,7 +93,7 @@ def _segmenter(
         line_start.on_line_start if line_start is not None else None,
         long_sentence=long_sentence,
         table=takers.get(ROW),
-        code=takers.get(CODE_LINE),
+        code=_code_sink(code),
         on_clauses=_clauses_sink(clauses),
         on_unit=unit.on_unit if unit is not None else None,
         on_open_sentence=opening.on_open_sentence if opening is not None else None,
@@ -115,7 +142,8 @@ class ChannelDetector:
         self._window_rules: list[Rule] = []  # the rules that judge the window, in order
         self._holding_rules: list[Rule] = []  # the rules with a watermark
         takers: dict[str, Rule] = {}  # the segmenter's feeds
-        clauses: list[Rule] = []  # (the one feed several rules may take)
+        clauses: list[Rule] = []  # (the feeds several rules may take)
+        code: list[Rule] = []
         # (one short pass: a channel is made for every stream, and again after every cut)
         for rule in rules:
             for feed in rule.feeds():
@@ -125,6 +153,8 @@ class ChannelDetector:
                     self._holding_rules.append(rule)
                 elif feed == CLAUSES:
                     clauses.append(rule)
+                elif feed == CODE_LINE:
+                    code.append(rule)
                 elif feed in takers:
                     raise ValueError(f"two rules take the segmenter's {feed!r} feed")
                 else:
@@ -133,7 +163,12 @@ class ChannelDetector:
         # (a continuation goes on from the shown answer: inside its code block, if it was cut
         # in one)
         self._segmenter = _segmenter(
-            structural, takers, clauses, 4 * cfg.poolMaxPhraseChars + 64, ends_in_fence(shown)
+            structural,
+            takers,
+            clauses,
+            code,
+            4 * cfg.poolMaxPhraseChars + 64,
+            ends_in_fence(shown),
         )
         self._done = 0  # offset up to which every rule has run
         self.wait_until = STRIDE  # feed runs the rules once more than this has arrived

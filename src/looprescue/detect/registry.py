@@ -32,6 +32,7 @@ from looprescue.detect.rules.paragraph import ParagraphRule
 from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
+from looprescue.detect.rules.redefined import RedefinedRule
 from looprescue.detect.rules.rehash import RehashRule
 from looprescue.detect.rules.renumbered import RenumberedRule
 from looprescue.detect.rules.reprise import RepriseRule
@@ -87,6 +88,10 @@ def _pool(ctx: RuleContext) -> Rule | None:
 
 def _imports(ctx: RuleContext) -> Rule | None:
     return ImportsRule(ctx.channel)
+
+
+def _redefined(ctx: RuleContext) -> Rule | None:
+    return RedefinedRule(ctx.channel)
 
 
 def _renumbered(ctx: RuleContext) -> Rule | None:
@@ -152,6 +157,7 @@ RULES: Final[tuple[tuple[tuple[str, ...], Callable[[RuleContext], Rule | None]],
     (("rehash",), _rehash),
     (("pool",), _pool),
     (("imports",), _imports),
+    (("redefined",), _redefined),
     (("renumbered",), _renumbered),
     (("rows",), _rows),
     (("lines",), _lines),
