@@ -117,8 +117,8 @@ MEANINGS = {
     "detector.codeFenceFactor": "Inside ``` fences the cycle rule needs this many times its"
     " usual chars (code repeats lines legitimately).",
     "detector.codeFenceRepeatFactor": "… and this many times its usual copies; the pool, lines"
-    " and counter rules skip fences (only the imports and redefined rules read fenced lines on"
-    " their own).",
+    " and counter rules skip fences (only the imports, redefined and refenced rules read fenced"
+    " lines on their own).",
     "detector.holdMinRecurrence": "Shortest recurring suffix the proxy holds back. 1: no loop"
     " char reaches a client, for about one delta of lag; more: chance recurrences go out at"
     " once and at most that many chars of a second copy can slip through.",

@@ -63,9 +63,9 @@ class _CodeLines:
                 hit = found
         return hit
 
-    def end_fence(self) -> None:
+    def end_fence(self, end: int) -> None:
         for rule in self._rules:
-            rule.end_fence()
+            rule.end_fence(end)
 
 
 def _code_sink(takers: list[Rule]) -> CodeSink | None:

@@ -33,6 +33,7 @@ from looprescue.detect.rules.parrot import ParrotRule
 from looprescue.detect.rules.periodic import PeriodicRule
 from looprescue.detect.rules.pool import PoolRule
 from looprescue.detect.rules.redefined import RedefinedRule
+from looprescue.detect.rules.refenced import RefencedRule
 from looprescue.detect.rules.rehash import RehashRule
 from looprescue.detect.rules.renumbered import RenumberedRule
 from looprescue.detect.rules.reprise import RepriseRule
@@ -92,6 +93,10 @@ def _imports(ctx: RuleContext) -> Rule | None:
 
 def _redefined(ctx: RuleContext) -> Rule | None:
     return RedefinedRule(ctx.channel)
+
+
+def _refenced(ctx: RuleContext) -> Rule | None:
+    return RefencedRule(ctx.channel)
 
 
 def _renumbered(ctx: RuleContext) -> Rule | None:
@@ -158,6 +163,7 @@ RULES: Final[tuple[tuple[tuple[str, ...], Callable[[RuleContext], Rule | None]],
     (("pool",), _pool),
     (("imports",), _imports),
     (("redefined",), _redefined),
+    (("refenced",), _refenced),
     (("renumbered",), _renumbered),
     (("rows",), _rows),
     (("lines",), _lines),

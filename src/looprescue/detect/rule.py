@@ -8,7 +8,9 @@ feeds it takes (``feeds``), and overrides the entry points of those feeds:
   of prose, as a phrase), ``on_open_sentence`` (the sentence being written, after each scan),
   ``on_line`` (a line that is no structure), ``on_line_start``, ``on_row`` and ``end_table``
   (markdown table rows), ``on_item`` (numbered list lines), ``on_code_line`` and
-  ``end_fence`` (lines inside a ``` fence). The segmenter takes one rule per feed;
+  ``end_fence`` (lines inside a ``` fence, and the end of each fence line). The segmenter
+  takes one rule per feed, but for ``on_clauses`` and the fenced lines, which the channel
+  hands to each rule that takes them;
 * ``at_checkpoint``: the window, every ``limits.STRIDE`` chars at absolute offsets;
 * ``safe_offset``: the watermark, the earliest offset a future hit of the rule could prune
   (``WATERMARK``; a rule whose hits another rule's watermark covers takes no part).
@@ -101,7 +103,7 @@ class Rule:
     def on_code_line(self, line: str, start: int, end: int) -> Hit | None:
         raise NotImplementedError
 
-    def end_fence(self) -> None:
+    def end_fence(self, end: int) -> None:
         raise NotImplementedError
 
     # -- the window ---------------------------------------------------------------------------

@@ -48,7 +48,7 @@ OpenSentenceSink = Callable[[TextWindow, int, int], Hit | None]
 class CodeSink(Protocol):
     def on_code_line(self, line: str, start: int, end: int) -> Hit | None: ...
 
-    def end_fence(self) -> None: ...
+    def end_fence(self, end: int) -> None: ...
 
 
 class ItemSink(Protocol):
@@ -308,7 +308,7 @@ class Segmenter:
             hit = self._items.on_item(line, start, end) or hit
         if kind is _FENCE:
             if self._code is not None:
-                self._code.end_fence()
+                self._code.end_fence(end)
             self.in_fence = not self.in_fence
             self._fence_marks.append(end)
         elif self.in_fence and self._code is not None:

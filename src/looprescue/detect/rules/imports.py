@@ -78,7 +78,7 @@ class ImportsRule(Rule):
         if not line:
             return None  # a blank line goes with the imports around it
         if not is_import(line):
-            self.end_fence()
+            self._end_run()
             return None
         key = " ".join(line.split())
         seen = self._counts.get(key, 0) + 1
@@ -93,7 +93,10 @@ class ImportsRule(Rule):
                 return self._hit(onset, end, members)
         return None
 
-    def end_fence(self) -> None:
+    def end_fence(self, end: int) -> None:
+        self._end_run()
+
+    def _end_run(self) -> None:
         """The run of import lines is over (a fence line, or code that imports nothing)."""
         if self._counts:
             self._counts.clear()

@@ -171,7 +171,7 @@ class RedefinedRule(Rule):
         else:
             self._seen[self._key] = (seen[0] + 1, seen[1], seen[2])
 
-    def end_fence(self) -> None:
+    def end_fence(self, end: int) -> None:
         """A fence line: the next fence is judged alone."""
         self._line_from = -1
         self._lines = 0
