@@ -142,7 +142,7 @@ def time_problem(case: Case, hit: Hit) -> str | None:
     return None
 
 
-FENCED = frozenset({"code_lines", "counted"})
+FENCED = frozenset({"code_lines", "counted", "redefined_code"})
 
 LOOP_SHAPES = sorted(loopgen.LOOPS)
 HEALTHY_SHAPES = sorted(loopgen.HEALTHY)

@@ -133,6 +133,24 @@ MUTATIONS = {
         ("alike_items", range(2), "en", ("space",), "text"),
         False,
     ),
+    # a definition is compared in its place: without the enclosing headers, one method alike
+    # in several classes is a function written again
+    "redefined place": (
+        "rules/redefined.py",
+        'where = "\\n".join(outer for _, outer in opened)',
+        'where = ""',
+        ("methods_alike", range(2), "en", ("space",), "text"),
+        False,
+    ),
+    # a fence shown again after a section of its own is no copy: widened, a guide whose every
+    # section ends with the same snippet is cut
+    "refenced remark guard": (
+        "rules/refenced.py",
+        "and self._said - fence.said <= MAX_REMARK",
+        "",
+        ("snippet_sections", range(2), "en", ("space",), "text"),
+        False,
+    ),
 }
 
 # Run in the child: judge the cases with the package first on sys.path, print the problems.

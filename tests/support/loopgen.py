@@ -604,6 +604,93 @@ def code_lines(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+_DEFINITIONS = [
+    (
+        "python",
+        "def get_db():\n    conn = sqlite3.connect(DB_PATH)\n    conn.row_factory = sqlite3.Row\n"
+        "    return conn\n",
+        "# Open a new connection for each request\n",
+    ),
+    (
+        "javascript",
+        "function fetchUser(id) {\n  const url = `${API}/users/${id}`;\n"
+        "  return fetch(url).then((r) => r.json());\n}\n",
+        "// Fetch one user by id\n",
+    ),
+    (
+        "go",
+        "func (s *Store) Get(key string) (string, bool) {\n\ts.mu.RLock()\n"
+        "\tdefer s.mu.RUnlock()\n\tv, ok := s.data[key]\n\treturn v, ok\n}\n",
+        "// Get reads one key\n",
+    ),
+]
+_OTHER_DEFINITIONS = {
+    "python": "def get_user(user_id):\n    return get_db().execute(SQL, (user_id,)).fetchone()\n",
+    "javascript": "function showUser(user) {\n  panel.textContent = user.name;\n}\n",
+    "go": "func (s *Store) Len() int {\n\treturn len(s.data)\n}\n",
+}
+
+
+def redefined_code(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """One function written again and again inside a fence, a comment before some copies and
+    another function now and then between them: no two stretches alike."""
+    language, definition, comment = rng.choice(_DEFINITIONS)
+    other = _OTHER_DEFINITIONS[language]
+    head = f"```{language}\n"
+    parts = [definition]
+    for _ in range(9):
+        between = rng.choice(["", comment, comment, other + "\n"])
+        parts.append(between + definition)
+    body = head + "\n".join(parts)
+    return _loop_case(
+        "redefined_code", rng, lang, channel, body, len(head) + len(definition), width(definition)
+    )
+
+
+_RETRY_REMARKS = {
+    "en": [
+        "The build still fails. Running it again.",
+        "Same error at the dependency step. Let me run it once more.",
+        "Still failing; one more try.",
+    ],
+    "zh": [
+        "构建还是失败了，再运行一次。",
+        "依赖这一步又报同样的错，我再跑一遍。",
+        "还是失败，再试一次。",
+    ],
+}
+
+
+def retried(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """An agent's command and its error output, each in a fence, run again and again with a
+    changing remark between: the remark changes, the fences never do."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    command = rng.choice(["docker build -t api:dev .", "npm run build", "cargo build --release"])
+    output = (
+        "```\nerror: failed to compile `api` (exit code 1)\n"
+        "  --> src/main.rs:12:5: cannot find value `config` in this scope\n"
+        "note: run with `RUST_BACKTRACE=1` for a backtrace\n```\n"
+    )
+    run = f"```bash\n$ {command}\n```\n\n" + output
+    body = run
+    for _ in range(7):
+        body += "\n" + rng.choice(_RETRY_REMARKS[base]) + "\n\n" + run
+    # (the first run and its output are what was asked; what comes after is the loop)
+    pre = preamble(rng, lang, channel)
+    remark = max(len(r) for r in _RETRY_REMARKS[base])
+    return _loop_case(
+        "retried",
+        rng,
+        lang,
+        channel,
+        body[len(run) :],
+        0,
+        width(run),
+        pre=pre + run,
+        period=remark + len(run),
+    )
+
+
 def table_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A markdown table that keeps writing the same row."""
     if lang == "zh":
@@ -933,6 +1020,8 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "drifting": drifting,
     "reworked": reworked,
     "restated": restated,
+    "redefined_code": redefined_code,
+    "retried": retried,
 }
 
 
@@ -1375,6 +1464,47 @@ def counting_song(rng: random.Random, lang: str, sep: str, channel: str) -> Case
     return _healthy("counting_song", rng, lang, channel, "\n\n".join(verses) + "\n")
 
 
+def methods_alike(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """One method written alike in several classes, and a helper alike inside several
+    functions, in one fence: each is a definition of its own."""
+    classes = rng.sample(["Cart", "Order", "Invoice", "Refund", "Coupon", "Basket"], 4)
+    lines = ["```python"]
+    for name in classes:
+        lines += [
+            f"class {name}(Base):",
+            "    def __init__(self):",
+            "        super().__init__()",
+            "        self.items = []",
+            "",
+            "    def total(self):",
+            "        return sum(item.price for item in self.items)",
+            "",
+        ]
+    for n in range(1, 5):
+        lines += [
+            f"def task_{n}(func):",
+            "    def inner(x):",
+            "        return func(x) + 1",
+            "    return inner",
+            "",
+        ]
+    lines.append("```")
+    return _healthy("methods_alike", rng, lang, channel, "\n".join(lines) + "\n")
+
+
+def snippet_sections(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A guide whose every section ends with the same snippet (open the environment, install),
+    a paragraph of its own before it."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    head = "步骤" if base == "zh" else "Step"
+    snippet = "```bash\nsource .venv/bin/activate\npip install -e .\n```\n"
+    sections = []
+    for n in range(1, 5):
+        prose = _join_prose(_distinct_sentences(rng, base, 4))
+        sections.append(f"## {head} {n}\n\n{prose}\n\n{snippet}")
+    return _healthy("snippet_sections", rng, lang, channel, "\n".join(sections))
+
+
 HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "asked_list": asked_list,
     "asked_sections": asked_sections,
@@ -1400,6 +1530,8 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "routine": routine,
     "alike_items": alike_items,
     "counting_song": counting_song,
+    "methods_alike": methods_alike,
+    "snippet_sections": snippet_sections,
 }
 
 

@@ -11,9 +11,9 @@ new between: nothing comes but the fence.
 
 What is not a loop. A fence counts when it holds ``MIN_LINES`` lines or more that are not blank
 (a one-line command or call quoted again and again is how a plan names what it will edit). A
-copy counts when it comes soon after the copy before it, within as many chars as the fence is
-long (``MIN_GAP`` to ``MAX_GAP``): an answer that shows one snippet again in each section says
-more than a remark between. Fences that
+copy counts when it comes soon after the copy before it: at most ``MAX_REMARK`` sentences of
+prose and ``MAX_GAP`` chars between, a remark and the command run again. An answer that shows
+one snippet again in each section says more than a remark between. Fences that
 differ in a line are other fences (a function fixed from one copy to the next).
 
 Where it cuts. After the first copy's closing fence line: the first run's output or the first
@@ -32,19 +32,19 @@ from __future__ import annotations
 from typing import Final
 
 from looprescue.detect.hits import Channel, Hit
-from looprescue.detect.rule import CODE_LINE, Rule
+from looprescue.detect.rule import CLAUSES, CODE_LINE, Rule
 from looprescue.detect.text import excerpt
 
-_FEEDS: Final = frozenset({CODE_LINE})
+_FEEDS: Final = frozenset({CODE_LINE, CLAUSES})
 
 # A fence written this many times, one copy soon after the other, is a loop.
 THIRD_TIME: Final = 3
 # A fence counts from this many lines that are not blank.
 MIN_LINES: Final = 2
-# A copy comes within as many chars after the end of the copy before it as the fence is long,
-# at least MIN_GAP (a remark) and at most MAX_GAP: between copies there is little but a remark
-# and the command run again, while a section that shows a snippet again says more first.
-MIN_GAP: Final = 100
+# A copy comes soon after the copy before it: at most MAX_REMARK sentences of prose and
+# MAX_GAP chars between (a remark and the command run again), while a section that shows a
+# snippet again says more first.
+MAX_REMARK: Final = 2
 MAX_GAP: Final = 400
 # A fence longer than this is not followed (a file, not a remark's output).
 MAX_CHARS: Final = 8000
@@ -52,22 +52,18 @@ MAX_CHARS: Final = 8000
 MAX_FENCES: Final = 64
 
 
-def _gap(text: str) -> int:
-    """The most chars a copy of a fence with ``text`` may come after the copy before it."""
-    return min(MAX_GAP, max(MIN_GAP, len(text)))
-
-
 class _Fence:
     """A fence's text seen before: its copies so far, where the first one began and where its
-    closing line ended, and where the latest copy's closing line ended."""
+    closing line ended, and where and after how many sentences the latest copy ended."""
 
-    __slots__ = ("copies", "first_end", "last_end", "start")
+    __slots__ = ("copies", "first_end", "last_end", "said", "start")
 
-    def __init__(self, start: int, end: int) -> None:
+    def __init__(self, start: int, end: int, said: int) -> None:
         self.copies = 1
         self.start = start
         self.first_end = end
         self.last_end = end
+        self.said = said  # the sentences of prose said before the latest copy ended
 
 
 class RefencedRule(Rule):
@@ -83,6 +79,12 @@ class RefencedRule(Rule):
         self._lines = 0  # its lines that are not blank (-1: too long to follow)
         self._start = 0  # where its first line begins
         self._seen: dict[str, _Fence] = {}
+        self._said = 0  # sentences of prose so far
+
+    def on_clauses(self, sentence: str, start: int, end: int) -> Hit | None:
+        """A sentence of prose: what comes between two fences is counted."""
+        self._said += 1
+        return None
 
     def on_code_line(self, line: str, start: int, end: int) -> Hit | None:
         """A complete line inside a fence (``line`` stripped)."""
@@ -100,7 +102,7 @@ class RefencedRule(Rule):
             fence is None
             or fence.copies < THIRD_TIME - 1
             or self._lines < MIN_LINES
-            or self._start - fence.last_end > _gap(self._text)
+            or not self._soon_after(fence)
         ):
             return None
         # as long as a fence written twice: the third copy, whatever line comes next
@@ -127,11 +129,15 @@ class RefencedRule(Rule):
         if fence is None:
             if len(self._seen) >= MAX_FENCES:
                 del self._seen[next(iter(self._seen))]
-            self._seen[text] = _Fence(self._start, end)
+            self._seen[text] = _Fence(self._start, end, self._said)
             return
-        if self._start - fence.last_end > _gap(text):
-            fence.copies = 1  # too long after: the run of copies begins again here
-            fence.start, fence.first_end = self._start, end
-        else:
+        if self._soon_after(fence):
             fence.copies += 1
-        fence.last_end = end
+        else:
+            fence.copies = 1  # too much between: the run of copies begins again here
+            fence.start, fence.first_end = self._start, end
+        fence.last_end, fence.said = end, self._said
+
+    def _soon_after(self, fence: _Fence) -> bool:
+        """Whether the open fence comes soon after the latest copy of ``fence``."""
+        return self._start - fence.last_end <= MAX_GAP and self._said - fence.said <= MAX_REMARK
