@@ -236,6 +236,33 @@ def test_a_marker_line_with_changing_punctuation_is_cut_within_300_wide():
         assert hit.fired_at - len(LEAD) <= 400
 
 
+@pytest.mark.parametrize("channel", ["text", "reasoning"])
+def test_a_boxed_final_answer_said_again_under_changing_markers_is_a_pool(channel):
+    # ``\\boxed{1}`` frames an answer, it is no formula: with the markers around it, a pool
+    rng = random.Random(7)
+    markers = ["**Final Answer**", "**Final Answer:**", "Final answer — 1", "### Final Answer"]
+    lines = "".join(
+        rng.choice(markers) + "\n" + rng.choice(["", "\n"]) + "\\boxed{1}\n\n" for _ in range(30)
+    )
+    hit = stream(LEAD + lines, channel, sizes=(3,))
+    assert hit is not None and hit.rule == "pool" and hit.prune_offset == len(LEAD)
+    assert hit.fired_at - len(LEAD) <= 400
+
+
+@pytest.mark.parametrize("channel", ["text", "reasoning"])
+def test_boxed_formulas_restated_in_a_derivation_are_no_pool(channel):
+    # what a frame holds still counts: ``\\boxed{x = 2}`` restated between steps is a formula
+    rng = random.Random(3)
+    steps = ["So:", "Hence:", "Check:", "Then:"]
+    lines = []
+    for _ in range(30):
+        lines.append(rng.choice(steps))
+        lines.append(f"{rng.randint(2, 9)}x + {rng.randint(2, 30)} = {rng.randint(10, 400)}")
+        lines.append(rng.choice(["\\boxed{x = 2}", "\\boxed{y = 7}"]))
+    text = LEAD + "\n\n".join(lines) + "\n\nThat gives the answer.\n"
+    assert stream(text, channel, sizes=(3,)) is None
+
+
 def test_a_block_of_sentences_said_again_is_no_young_batch():
     # four short sentences in a fixed order, said again and again: a cycle's, which keeps
     # one copy (a batch judged alone is one to three phrases)

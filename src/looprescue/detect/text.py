@@ -119,9 +119,17 @@ def unquoted(line: str) -> str:
     return _INLINE_CODE.sub(" ", line) if "`" in line else line
 
 
+# LaTeX that frames what it holds without being a formula: ``\boxed{1}`` marks a final answer,
+# ``\(...\)`` sets inline math. What is inside counts; the frame does not.
+_LATEX_FRAME: Final = re.compile(r"\\(?:boxed|text|textbf|mathbf|mathrm)\{([^{}]*)\}|\\[()\[\]]")
+
+
 def notation(text: str) -> bool:
     """Whether a short unit is a formula or a line of code (``a + 4d = 448``, ``x -> x + 1``):
-    no phrase of a pool, and no line of a run of short lines."""
+    no phrase of a pool, and no line of a run of short lines. A final answer framed in LaTeX,
+    ``\\boxed{1}``, is a phrase like ``Final answer: 1``; ``\\boxed{x = 1}`` is a formula."""
+    if "\\" in text:
+        text = _LATEX_FRAME.sub(r"\1", text)
     return _NOTATION.search(text) is not None
 
 

@@ -43,7 +43,8 @@ numbers, three or more, are one log line, and do not count as members when the p
 to fire (``measurements``). Nor a song's chorus: three lines or more sung in one order each
 time, a verse between two of its copies, and no more than six copies (``refrain``); nor one
 letter sent to a few people, a new salutation (``王芳，你好：``) standing for the verse. A formula
-or a line of code (``a + 4d = 448``, ``text.notation``) is no phrase and no repeat, said again
+or a line of code (``a + 4d = 448``, ``text.notation``; a final answer framed in LaTeX,
+``\\boxed{1}``, is none) is no phrase and no repeat, said again
 or not, only a unit against the run's coverage: a derivation is not held as a run that could
 become a pool, nor an equation restated as a streak of repeats.
 """
