@@ -82,6 +82,28 @@ def test_a_derivation_said_again_in_a_new_order_is_cut_after_its_first_copy(
     assert released <= streamed.prune_offset + streamed.lead_in
 
 
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    ("groups", "ends", "connectors"),
+    [(EN_GROUPS, EN_ENDS, EN_CONNECTORS), (ZH_GROUPS, ZH_ENDS, ZH_CONNECTORS)],
+    ids=["en", "zh"],
+)
+def test_a_derivation_redone_in_its_own_order_is_cut(channel, groups, ends, connectors):
+    # its lines are formulas, not a chorus: the order never changes, the connector and the
+    # last line do
+    rng = random.Random(5)
+    lines = [line for group in groups for line in group]
+    copies = ["\n".join([*lines, rng.choice(ends)]) + "\n" for _ in range(7)]
+    between = ["\n" + rng.choice(connectors) + "\n" for _ in copies]
+    text = LEAD + "".join(c + b for c, b in zip(copies, between, strict=True))
+    hit = stream(text, channel, sizes=(3,))
+    assert hit is not None and hit.rule == "reprise", hit
+    # one copy kept, the cut within the connector that opened the second
+    first_end = len(LEAD) + len(copies[0])
+    assert first_end <= hit.prune_offset <= first_end + len(between[0])
+    assert hit.fired_at < len(LEAD) + 4 * (len(copies[0]) + len(between[0]))
+
+
 def _song(finale: int) -> str:
     chorus = (
         "Row, row, row your boat along\nGently down the silver stream\n"

@@ -948,6 +948,39 @@ def reworked(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+def rederived(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A derivation worked out again and again in its own order: each copy after a connector
+    line drawn from a few, its formula lines word for word, its check and its result each said
+    one of two ways. No period (the connector and the closing lines change), and no new order
+    either."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    groups, closing = _rework_lines(rng, base)
+    gap = "\n\n" if sep in ("blank", "random") else "\n"
+
+    def copy(first: bool) -> str:
+        lines = [line for group in groups for line in group]
+        lines += [pick[0] if first else rng.choice(pick) for pick in closing]
+        return "\n".join(lines) + "\n"
+
+    copies = [copy(True)]
+    for _ in range(7):
+        copies.append(gap + rng.choice(_REWORK_CONNECTORS[base]) + "\n" + copy(False))
+    body = "".join(copies)
+    first = len(copies[0])
+    second = first + len(copies[1]) - len(_copy_body(copies[1]))
+    return _loop_case(
+        "rederived",
+        rng,
+        lang,
+        channel,
+        body,
+        first,
+        width(copies[0]),
+        second_copy=second,
+        period=len(body) // len(copies),
+    )
+
+
 _RESTATE_CONNECTORS = {
     "en": ["In other words,", "That is,", "Put simply,", "Again,", "Once more,"],
     "zh": ["总之，", "也就是说，", "换句话说，", "简单来说，", "再强调一次，"],
@@ -1019,6 +1052,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "marker_lines": marker_lines,
     "drifting": drifting,
     "reworked": reworked,
+    "rederived": rederived,
     "restated": restated,
     "redefined_code": redefined_code,
     "retried": retried,

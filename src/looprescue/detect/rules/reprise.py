@@ -28,7 +28,9 @@ all of these hold:
 * one line said before in ``MOVED_PER`` came after another line than it came after last time:
   the lines come back in a new order. A block said again in its own order (a chorus sung
   three times to end a song, one letter to a few people under their own salutations) is the
-  periodic rules' to judge;
+  periodic rules' to judge, unless ``FORMULAS_IN`` in ``FORMULAS_OF`` of its lines said before
+  are formulas: no song or letter is made of them, and a derivation worked out again in its
+  own order, its connector or its last line changing, has no period either;
 * ``MIN_SHAPES`` of its lines differ in their words (a log's readings taking a few values say
   one line with other numbers; a marker said again with its punctuation changing,
   ``所以最终答案是17！``, is a pool's phrase).
@@ -81,6 +83,10 @@ MIN_THRICE: Final = 3
 # the lines are drawn back in a new order. A block said again in its order (a chorus sung
 # three times to end a song, one letter to four people) is the periodic rules' to judge.
 MOVED_PER: Final = 5
+# Unless at least FORMULAS_IN in FORMULAS_OF of the lines said before are formulas: a derivation
+# worked out again in its own order is a loop all the same (no song or letter is made of them).
+FORMULAS_IN: Final = 2
+FORMULAS_OF: Final = 3
 # Lines of the window said before that differ in their words, not only in numbers or marks,
 # at least this many.
 MIN_SHAPES: Final = 3
@@ -224,13 +230,14 @@ class RepriseRule(LineRule):
 
     def _judge(self, end: int) -> Hit | None:
         window = self._window
-        if (
-            len(window) < WINDOW
-            or self._window_said < REPRISE_LINES
-            or MOVED_PER * self._window_moved < self._window_said
-        ):
+        if len(window) < WINDOW or self._window_said < REPRISE_LINES:
             return None
         said = [line for line, moved in window if moved is not None]
+        if MOVED_PER * self._window_moved < self._window_said:
+            # in its own order: a chorus or a letter, unless its lines are formulas (a
+            # derivation said again and again, its connector or its last line changing)
+            if FORMULAS_OF * sum(1 for line in said if notation(line)) < FORMULAS_IN * len(said):
+                return None
         thrice = [line for line in said if self._said[line].times >= 3]
         if THRICE_OF * len(thrice) < THRICE_IN * WINDOW:
             return None
