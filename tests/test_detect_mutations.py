@@ -94,8 +94,17 @@ MUTATIONS = {
     # letter sent to a few people is cut
     "reprise order guard": (
         "rules/reprise.py",
-        "or MOVED_PER * self._window_moved < self._window_said",
-        "or self._window_moved < 0",
+        "if MOVED_PER * self._window_moved < self._window_said:",
+        "if self._window_moved < 0:",
+        ("letters", range(3), "en", ("newline", "blank"), "reasoning"),
+        False,
+    ),
+    # a block in its own order is a loop only when its lines are formulas or code: widened,
+    # a letter to a few people is cut
+    "reprise formal guard": (
+        "rules/reprise.py",
+        "if FORMULAS_OF * formal < FORMULAS_IN * len(said):",
+        "if False:",
         ("letters", range(3), "en", ("newline", "blank"), "reasoning"),
         False,
     ),

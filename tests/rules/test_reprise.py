@@ -104,6 +104,33 @@ def test_a_derivation_redone_in_its_own_order_is_cut(channel, groups, ends, conn
     assert hit.fired_at < len(LEAD) + 4 * (len(copies[0]) + len(between[0]))
 
 
+TOOL_CALL = (
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "config/settings.py"}}\n'
+    "</tool_call>\n<tool_response>\nDATABASES = {\n"
+    '    "default": {\n        "ENGINE": "django.db.backends.postgresql",\n'
+    '        "HOST": os.environ.get("DB_HOST", "localhost"),\n'
+    '        "PORT": os.environ.get("DB_PORT", "5432"),\n    }\n}\n</tool_response>\n'
+)
+REMARKS = [
+    "HOST defaults to localhost. Let me read config/settings.py again to check the names.",
+    "好的，我看到了配置。接下来我需要查看 settings.py 里的数据库设置。",
+]
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_tool_call_written_out_again_and_again_is_cut(channel):
+    # an agent whose tool calls come out as text: the call and its answer, line for line in
+    # their own order, a remark between that changes
+    rng = random.Random(2)
+    text = LEAD + TOOL_CALL + "".join(rng.choice(REMARKS) + "\n\n" + TOOL_CALL for _ in range(6))
+    hit = stream(text, channel, sizes=(3,))
+    assert hit is not None and hit.rule == "reprise", hit
+    # one copy kept; the cut at the second copy's first counted line (its short opening tag,
+    # too short to count, may stay)
+    second = text.index(TOOL_CALL, len(LEAD) + 1)
+    assert len(LEAD) + len(TOOL_CALL) <= hit.prune_offset <= second + len("<tool_call>\n")
+
+
 def _song(finale: int) -> str:
     chorus = (
         "Row, row, row your boat along\nGently down the silver stream\n"

@@ -29,8 +29,9 @@ all of these hold:
   the lines come back in a new order. A block said again in its own order (a chorus sung
   three times to end a song, one letter to a few people under their own salutations) is the
   periodic rules' to judge, unless ``FORMULAS_IN`` in ``FORMULAS_OF`` of its lines said before
-  are formulas: no song or letter is made of them, and a derivation worked out again in its
-  own order, its connector or its last line changing, has no period either;
+  are formulas or code: no song or letter is made of them, and a derivation worked out again
+  in its own order, its connector or its last line changing, has no period either, nor has a
+  tool call written out as text again and again, its answer after it, a remark between;
 * ``MIN_SHAPES`` of its lines differ in their words (a log's readings taking a few values say
   one line with other numbers; a marker said again with its punctuation changing,
   ``所以最终答案是17！``, is a pool's phrase).
@@ -51,6 +52,7 @@ reads a window of ``WINDOW`` lines. Memory is bounded by the two.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Final
 
@@ -83,8 +85,9 @@ MIN_THRICE: Final = 3
 # the lines are drawn back in a new order. A block said again in its order (a chorus sung
 # three times to end a song, one letter to four people) is the periodic rules' to judge.
 MOVED_PER: Final = 5
-# Unless at least FORMULAS_IN in FORMULAS_OF of the lines said before are formulas: a derivation
-# worked out again in its own order is a loop all the same (no song or letter is made of them).
+# Unless at least FORMULAS_IN in FORMULAS_OF of the lines said before are formulas or code: a
+# derivation worked out again in its own order, or a tool call and its answer written out again
+# and again, is a loop all the same (no song or letter is made of them).
 FORMULAS_IN: Final = 2
 FORMULAS_OF: Final = 3
 # Lines of the window said before that differ in their words, not only in numbers or marks,
@@ -92,6 +95,16 @@ FORMULAS_OF: Final = 3
 MIN_SHAPES: Final = 3
 # Two new lines within this many counted lines end a run: where the cut is looked for again.
 NEW_GAP: Final = 4
+
+
+# Code outside a fence: a JSON key, or a call (``os.environ.get(``; prose puts a space before
+# its brackets).
+_CODE: Final = re.compile(r"\"[^\"\n]*\"\s*:|[\w.]\(")
+
+
+def _formal(line: str) -> bool:
+    """Whether a line is a formula or a line of code: no line of a song or a letter."""
+    return notation(line) or _CODE.search(line) is not None
 
 
 def _words(line: str) -> str:
@@ -236,7 +249,8 @@ class RepriseRule(LineRule):
         if MOVED_PER * self._window_moved < self._window_said:
             # in its own order: a chorus or a letter, unless its lines are formulas (a
             # derivation said again and again, its connector or its last line changing)
-            if FORMULAS_OF * sum(1 for line in said if notation(line)) < FORMULAS_IN * len(said):
+            formal = sum(1 for line in said if _formal(line))
+            if FORMULAS_OF * formal < FORMULAS_IN * len(said):
                 return None
         thrice = [line for line in said if self._said[line].times >= 3]
         if THRICE_OF * len(thrice) < THRICE_IN * WINDOW:
