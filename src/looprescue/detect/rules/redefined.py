@@ -11,7 +11,8 @@ word for word, under the same class, is never how code is written.
 
 What is not a loop. A definition is a header line (``def``, ``function``, ``func``, ``fn``, a
 Java or C# method, a JavaScript arrow function bound to a name) and the lines after it up to a
-blank line, the next header or the end of the fence: its first paragraph. Copies are compared
+blank line, the next header, a line as far left as the header (a closing brace or ``end`` there
+is its last line) or the end of the fence: its first paragraph. Copies are compared
 line by line, spacing aside, and only in the same place: under the same enclosing headers
 (a ``class``, ``struct``, ``impl``, ``interface`` ... or a function, by indentation):
 ``__init__`` written alike in three classes is three definitions, and so is an ``inner``
