@@ -144,3 +144,33 @@ def test_narration_tracker_rules():
     short.observe(1, 1, "tiny")
     short.observe(2, 1, "tiny")
     assert short.finish() is None  # below min_chars
+
+
+def _user(seq: int, text: str, kind: str = "user") -> dict:
+    message = {
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "source": {"kind": kind},
+    }
+    return {"type": "user/message", "seq": seq, "time": 0, "data": message}
+
+
+# a template counted on far past the five rows asked for: the loop a small model writes
+ROWS = "Here are the rows.\n\n" + "".join(
+    f"INSERT INTO users VALUES ({n}, 'user{n}', 'user{n}@example.com');\n" for n in range(1, 91)
+)
+
+
+def test_the_request_before_a_message_bounds_its_counted_lists():
+    asked = [_user(0, "Create a users table and add five sample rows."), _message(1, ROWS)]
+    [finding] = _run(asked)
+    assert finding.rule in {"counted", "overrun"}
+    # the rows asked for stay, and a few past them at most
+    kept = ROWS[: finding.prune_offset]
+    assert "(5, 'user5'" in kept and "(48, 'user48'" not in kept
+
+
+def test_without_what_the_human_asked_a_counted_list_is_left_alone():
+    # no request, or a user message DSH wrote (a runtime-context snapshot) rather than the human
+    assert _run([_message(1, ROWS)]) == []
+    assert _run([_user(0, "Rows: add five.", kind="runtime-context"), _message(1, ROWS)]) == []

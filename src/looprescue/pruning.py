@@ -4,6 +4,7 @@ sanitization (requests), so both prune with the same rules and leave the same ma
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,11 +15,14 @@ from looprescue.language import text_language
 Language = Literal["auto", "zh", "en"]
 
 
-def first_hit(text: str, channel: str, config: LoopRescueConfig) -> Hit | None:
-    """The loop to prune from a complete ``channel`` text: the one that starts earliest."""
+def first_hit(
+    text: str, channel: str, config: LoopRescueConfig, request: Sequence[str] = ()
+) -> Hit | None:
+    """The loop to prune from a complete ``channel`` text: the one that starts earliest.
+    ``request``: what the human wrote before it (``detect.scan_text``)."""
     if config.watch not in ("both", channel):
         return None  # the channel is not watched: never flagged, as in the proxy
-    hits = scan_text(text, channel, config)  # type: ignore[arg-type]
+    hits = scan_text(text, channel, config, request)  # type: ignore[arg-type]
     return min(hits, key=lambda h: h.prune_offset) if hits else None
 
 

@@ -203,3 +203,14 @@ def test_scattered_numbers_keep_the_chains_bounded() -> None:
 )
 def test_largest_count(prompt: str, count: int) -> None:
     assert largest_count(prompt) == count
+
+
+def test_scan_text_bounds_a_template_by_the_request_it_is_given():
+    # the same text: cut past what was asked when the human's messages come with it, left
+    # alone without them (no request, nothing to bound the template by)
+    text = "Sure.\n\n" + "".join(f"elif n == {n}: return {n}\n" for n in range(1, 80))
+    [hit] = scan_text(text, "text", request=["Hi.", "Write the function for n up to 30."])
+    assert hit.rule == "counted"
+    assert "return 30\n" in text[: hit.prune_offset]
+    assert "return 60\n" not in text[: hit.prune_offset]
+    assert scan_text(text, "text") == []

@@ -6,6 +6,6 @@
 """
 
 from looprescue.detect.hits import CHANNELS, Channel, Hit
-from looprescue.detect.stream import StreamDetector, scan_text
+from looprescue.detect.stream import StreamDetector, detector_for, scan_text
 
-__all__ = ["CHANNELS", "Channel", "Hit", "StreamDetector", "scan_text"]
+__all__ = ["CHANNELS", "Channel", "Hit", "StreamDetector", "detector_for", "scan_text"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from looprescue.config import DetectorConfig, LoopRescueConfig, Watch
+from looprescue.detect.asked import asked_ranges, asked_sections, largest_count
 from looprescue.detect.channel import ChannelDetector
 from looprescue.detect.hits import CHANNELS, Channel, Hit
 
@@ -150,8 +153,37 @@ def scan_text(
     text: str,
     channel: Channel = "reasoning",
     config: DetectorConfig | LoopRescueConfig | None = None,
+    request: Sequence[str] = (),
 ) -> list[Hit]:
-    """Hits in a complete text: the same as streaming it in any chunking, then flushing."""
-    detector = ChannelDetector(channel, _detector_config(config))
-    hit = detector.feed(text) or detector.flush()
+    """Hits in a complete text: the same as streaming it in any chunking, then flushing.
+    ``request``: what the human wrote before the text, one piece per message, the latest
+    last; its ranges and counts bound the text's lists as the proxy's request does (empty:
+    no request, and ``rules.counted`` stays off)."""
+    if not request:
+        plain = ChannelDetector(channel, _detector_config(config))
+        hit = plain.feed(text) or plain.flush()
+    else:
+        detector = detector_for(config, request, watch="both")
+        hit = detector.feed(channel, text) or detector.flush(channel)
     return [hit] if hit is not None else []
+
+
+def detector_for(
+    config: DetectorConfig | LoopRescueConfig | None,
+    request: Sequence[str],
+    watch: Watch | None = None,
+) -> StreamDetector:
+    """A detector for text written after ``request`` (what the human wrote, one piece per
+    message, the latest last), as the proxy makes one for a request: the latest message's
+    ranges and small counts bound the answer's lists, and any count the human named bounds a
+    counted template. No request: ``rules.counted`` stays off."""
+    if not request:
+        return StreamDetector(config, watch)
+    prompt = request[-1]
+    return StreamDetector(
+        config,
+        watch,
+        asked=asked_ranges(prompt),
+        asked_up_to=largest_count("\n".join(request)),
+        sections=asked_sections(prompt),
+    )

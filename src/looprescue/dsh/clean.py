@@ -92,7 +92,12 @@ def plan_clean(
     content. So what a dry run shows is exactly what a real clean writes."""
     config = config or LoopRescueConfig()
     plan = CleanPlan(log)
+    request: list[str] = []  # what the human wrote so far: it bounds the answers' lists
     for record in log.records():
+        if record.type == "user/message" and record.view is not None:
+            said = record.view.human_text()
+            if said:
+                request.append(said)
         if record.type != "assistant/message" or record.line is None:
             continue
         event, view = record.event, record.view
@@ -102,7 +107,7 @@ def plan_clean(
             channel = CHANNEL_OF_BLOCK.get(block.type)
             if channel is None or block.text is None:
                 continue
-            hit = first_hit(block.text, channel, config)
+            hit = first_hit(block.text, channel, config, request)
             if hit is not None:
                 keep[index] = hit.prune_offset
                 rules[index] = hit.rule

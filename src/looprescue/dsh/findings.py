@@ -5,11 +5,11 @@ the records of a log (events with their typed views), no files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from looprescue.config import LoopRescueConfig
-from looprescue.detect import Hit, StreamDetector
+from looprescue.detect import Hit, StreamDetector, detector_for
 from looprescue.dsh.narration import NarrationTracker
 from looprescue.dsh.records import Record, record_of
 from looprescue.dsh.views import AssistantMessage, Attempt, StreamEntry, text_deltas
@@ -71,16 +71,19 @@ def excerpt(text: str, start: int = 0) -> str:
 
 
 def replay_deltas(
-    stream: list[StreamEntry], config: LoopRescueConfig
+    stream: list[StreamEntry], config: LoopRescueConfig, request: Sequence[str] = ()
 ) -> dict[int, tuple[str, str, Hit | None]]:
     """Feed a stream's deltas to a StreamDetector exactly as they arrived, one detector per
-    block (as a proxy sees a fresh stream per block index). ``{index: (channel, text, hit)}``."""
+    block (as a proxy sees a fresh stream per block index). ``{index: (channel, text, hit)}``.
+    ``request``: what the human wrote before it, the latest last (``detect.scan_text``)."""
     detectors: dict[int, StreamDetector] = {}
     texts: dict[int, tuple[str, list[str]]] = {}
     hits: dict[int, Hit] = {}
     for channel, index, text in text_deltas(stream):
         texts.setdefault(index, (channel, []))[1].append(text)
-        detector = detectors.setdefault(index, StreamDetector(config))
+        detector = detectors.get(index)
+        if detector is None:
+            detector = detectors[index] = detector_for(config, request)
         hit = detector.feed(channel, text)  # type: ignore[arg-type]
         if hit is not None and index not in hits:
             hits[index] = hit
@@ -106,6 +109,8 @@ class SessionScanner:
             self.config.doctor.narrationMinRepeats, self.config.doctor.narrationMinChars
         )
         self._pending_attempts: list[Finding] = []
+        # what the human wrote so far, the latest last: it bounds the answers' lists
+        self._request: list[str] = []
         self._step_message_channels: set[str] = set()
         self._step: tuple[int | None, int | None] | None = None
 
@@ -119,6 +124,10 @@ class SessionScanner:
             out.extend(self._close_step())
         elif kind == "assistant/message":
             out.extend(self._message(record.event, view, step))
+        elif kind == "user/message":
+            said = view.human_text()
+            if said:
+                self._request.append(said)
         elif kind == "assistant/attempt":
             if self._step is not None and self._step != step:
                 out.extend(self._close_step())
@@ -158,7 +167,7 @@ class SessionScanner:
             text = block.text
             if channel == "text":
                 visible.append(text)
-            hit = first_hit(text, channel, self.config)
+            hit = first_hit(text, channel, self.config, self._request)
             finding = self._finding(event, step, "message", channel, index, text, hit, cost)
             if hit is not None:
                 self._step_message_channels.add(channel)
@@ -172,7 +181,7 @@ class SessionScanner:
         return [
             self._finding(event, step, "attempt", channel, index, text, hit)
             for index, (channel, text, hit) in sorted(
-                replay_deltas(view.stream, self.config).items()
+                replay_deltas(view.stream, self.config, self._request).items()
             )
         ]
 

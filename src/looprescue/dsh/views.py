@@ -192,6 +192,16 @@ class Message(_View, frozen=True):
     id: str | None = None
     source: Source | None = None
 
+    def human_text(self) -> str | None:
+        """What the human wrote, when a user message is theirs (``source.kind`` "user"): its
+        first text block. DSH puts its runtime context in later blocks and in messages of
+        other kinds (snapshots, notices), which ask for nothing."""
+        if self.source is None or self.source.kind != "user":
+            return None
+        if isinstance(self.content, str):
+            return self.content
+        return next((block.text for block in self.content if block.type == "text"), None)
+
 
 class SystemMessage(_View, frozen=True):
     message: Message

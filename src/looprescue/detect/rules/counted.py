@@ -13,8 +13,9 @@ rows" raise the bound to 100 and 50).
 
 What is not a loop. A list whose items change in anything but the counter (``1. Alabama``,
 ``2. Alaska``; a log line whose measurement changes): one differing char starts the count
-again. A list that stays within the bound. Any text judged without a request (``scan`` of a
-session file): the rule then has no bound to go by and stays off, so the detector is told
+again. A list that stays within the bound. Any text judged without a request (``scan_text``
+with none; ``scan`` of a DSH session reads the human's messages before the answer as its
+request): the rule then has no bound to go by and stays off, so the detector is told
 ``asked_up_to=None`` there.
 
 Where it cuts. Where the first item past the bound begins (its line when the template spans
