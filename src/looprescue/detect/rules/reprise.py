@@ -37,7 +37,9 @@ all of these hold:
   ``所以最终答案是17！``, is a pool's phrase).
 
 Where it cuts. Where the run of lines said before began: at its first line said before, so
-the first copy is kept, with the new lines that opened the second. A run ends at the second
+the first copy is kept, with the new lines that opened the second. Short lines right before
+that line (too short to count: an opening tag, ``<tool_call>``) go with the run when they came
+right before it last time too. A run ends at the second
 new line in ``NEW_GAP`` lines in a row; one that begins within ``NEW_GAP`` lines after goes on
 with its cut, so the cut stays at the second copy however many copies bring a new variant.
 
@@ -95,6 +97,8 @@ FORMULAS_OF: Final = 3
 MIN_SHAPES: Final = 3
 # Two new lines within this many counted lines end a run: where the cut is looked for again.
 NEW_GAP: Final = 4
+# Short lines kept between two counted lines, to begin a run with them.
+MAX_SHORTS: Final = 4
 
 
 # Code outside a fence: a JSON key, or a call (``os.environ.get(``; prose puts a space before
@@ -116,13 +120,14 @@ class _Said:
     """A counted line of the last LOOK_BACK: when it was last said, where it was first said,
     the line said before it last time, and how often it was said in all."""
 
-    __slots__ = ("after", "count", "first", "times")
+    __slots__ = ("after", "count", "first", "shorts", "times")
 
-    def __init__(self, count: int, first: int, after: str) -> None:
+    def __init__(self, count: int, first: int, after: str, shorts: tuple[str, ...]) -> None:
         self.count = count
         self.first = first
         self.after = after
         self.times = 1
+        self.shorts = shorts  # the short lines right before it last time
 
 
 class RepriseRule(LineRule):
@@ -153,6 +158,11 @@ class RepriseRule(LineRule):
         self._recent: deque[bool] = deque(maxlen=NEW_GAP)
         self._handed: int | None = None
         self._handed_at = 0
+        # the short lines since the last counted line (too short to count: an opening tag,
+        # ``Step 2:``) and where the first begins: a run that begins where they came before
+        # its line last time begins with them
+        self._shorts: list[str] = []
+        self._shorts_from = 0
 
     def on_ended_line(
         self, line: str, start: int, end: int, cp: int, segmenter: Segmenter
@@ -165,9 +175,16 @@ class RepriseRule(LineRule):
             self._cut = self._handed = None
             self._window.clear()
             self._window_said = self._window_moved = 0
+            self._shorts.clear()
             return None
         if len(stripped) < MIN_WIDTH and text_width(stripped) < MIN_WIDTH:
+            if not self._shorts:
+                self._shorts_from = start
+            if len(self._shorts) < MAX_SHORTS:
+                self._shorts.append(stripped)
             return None
+        shorts = tuple(self._shorts)
+        self._shorts.clear()
         folded = " ".join(stripped.split()) if "  " in stripped or "\t" in stripped else stripped
         said = self._said.get(folded)
         if said is not None and self._counted - said.count >= LOOK_BACK:
@@ -179,15 +196,17 @@ class RepriseRule(LineRule):
         self._counted += 1
         count = self._counted
         if said is None:
-            self._said[folded] = _Said(count, start, self._last)
+            self._said[folded] = _Said(count, start, self._last, shorts)
             self._enter(folded, None)
             self._on_new()
         else:
             moved = not self._after_new and said.after != self._last
-            said.count, said.after = count, self._last
+            # (the short lines before it, if they came before it last time too)
+            begins = self._shorts_from if shorts and shorts == said.shorts else start
+            said.count, said.after, said.shorts = count, self._last, shorts
             said.times += 1
             self._enter(folded, moved)
-            self._on_said(said, start)
+            self._on_said(said, begins)
         if len(self._said) > 2 * LOOK_BACK:
             self._forget(count)
         self._last, self._after_new = folded, said is None
