@@ -118,7 +118,8 @@ def _words(line: str) -> str:
 
 class _Said:
     """A counted line of the last LOOK_BACK: when it was last said, where it was first said,
-    the line said before it last time, and how often it was said in all."""
+    the line said before it last time, how often it was said in all, and the short lines right
+    before it last time."""
 
     __slots__ = ("after", "count", "first", "shorts", "times")
 
@@ -266,8 +267,9 @@ class RepriseRule(LineRule):
             return None
         said = [line for line, moved in window if moved is not None]
         if MOVED_PER * self._window_moved < self._window_said:
-            # in its own order: a chorus or a letter, unless its lines are formulas (a
-            # derivation said again and again, its connector or its last line changing)
+            # in its own order: a chorus or a letter, unless its lines are formulas or code (a
+            # derivation said again and again, its connector or its last line changing; a
+            # tool call written out again with its answer)
             formal = sum(1 for line in said if _formal(line))
             if FORMULAS_OF * formal < FORMULAS_IN * len(said):
                 return None
