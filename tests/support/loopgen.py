@@ -915,13 +915,40 @@ def reworked(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     shifts from copy to copy, its check and its result each said one of two ways."""
     base = rng.choice(("zh", "en")) if lang == "mixed" else lang
     groups, closing = _rework_lines(rng, base)
-    gap = "\n\n" if sep in ("blank", "random") else "\n"
     orders = [list(range(len(groups)))]
     while len(orders) < 8:
         order = orders[-1][:]
         while order == orders[-1]:
             rng.shuffle(order)
         orders.append(order)
+    return _derivation_loop("reworked", rng, lang, sep, channel, base, groups, closing, orders)
+
+
+def rederived(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A derivation worked out again and again in its own order: each copy after a connector
+    line drawn from a few, its formula lines word for word, its check and its result each said
+    one of two ways. No period (the connector and the closing lines change), and no new order
+    either."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    groups, closing = _rework_lines(rng, base)
+    orders = [list(range(len(groups)))] * 8
+    return _derivation_loop("rederived", rng, lang, sep, channel, base, groups, closing, orders)
+
+
+def _derivation_loop(
+    shape: str,
+    rng: random.Random,
+    lang: str,
+    sep: str,
+    channel: str,
+    base: str,
+    groups: list[list[str]],
+    closing: list[list[str]],
+    orders: list[list[int]],
+) -> Case:
+    """One copy of the derivation for each order of its groups, a connector line before each
+    copy but the first, its closing lines the first way in the first copy."""
+    gap = "\n\n" if sep in ("blank", "random") else "\n"
 
     def copy(order: list[int], first: bool) -> str:
         lines = [line for k in order for line in groups[k]]
@@ -936,40 +963,7 @@ def reworked(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     # the connector line before the second copy is between the copies: a cut may keep it
     second = first + len(copies[1]) - len(_copy_body(copies[1]))
     return _loop_case(
-        "reworked",
-        rng,
-        lang,
-        channel,
-        body,
-        first,
-        width(copies[0]),
-        second_copy=second,
-        period=len(body) // len(copies),
-    )
-
-
-def rederived(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
-    """A derivation worked out again and again in its own order: each copy after a connector
-    line drawn from a few, its formula lines word for word, its check and its result each said
-    one of two ways. No period (the connector and the closing lines change), and no new order
-    either."""
-    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
-    groups, closing = _rework_lines(rng, base)
-    gap = "\n\n" if sep in ("blank", "random") else "\n"
-
-    def copy(first: bool) -> str:
-        lines = [line for group in groups for line in group]
-        lines += [pick[0] if first else rng.choice(pick) for pick in closing]
-        return "\n".join(lines) + "\n"
-
-    copies = [copy(True)]
-    for _ in range(7):
-        copies.append(gap + rng.choice(_REWORK_CONNECTORS[base]) + "\n" + copy(False))
-    body = "".join(copies)
-    first = len(copies[0])
-    second = first + len(copies[1]) - len(_copy_body(copies[1]))
-    return _loop_case(
-        "rederived",
+        shape,
         rng,
         lang,
         channel,
