@@ -155,8 +155,8 @@ MUTATIONS = {
     # section ends with the same snippet is cut
     "refenced remark guard": (
         "rules/refenced.py",
-        "and self._said - fence.said <= MAX_REMARK",
-        "",
+        "return second or self._said - said <= MAX_REMARK",
+        "return True",
         ("snippet_sections", range(2), "en", ("space",), "text"),
         False,
     ),

@@ -65,6 +65,62 @@ def test_a_function_written_again_in_a_fence_of_its_own_each_time_is_cut():
     assert hit.prune_offset == text.index(code) + len(code)
 
 
+DEDUPE = (
+    "def dedupe(items):\n"
+    '    """Drop repeats, keep the order."""\n'
+    "    seen = set()\n    result = []\n    for item in items:\n"
+    "        if item not in seen:\n            seen.add(item)\n            result.append(item)\n"
+    "    return result\n"
+)
+# versions of it a looping model writes between its copies: a name changed, a comment added
+RENAMED = DEDUPE.replace("dedupe", "remove_duplicates")
+COMMENTED = DEDUPE.replace("    for item", "    # the first sighting wins\n    for item")
+
+
+def _fenced(code: str) -> str:
+    return "```python\n" + code + "```\n"
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize("sizes", SIZES)
+def test_a_function_said_again_among_near_copies_is_cut_after_the_first_version(channel, sizes):
+    # the copies of each version come between copies of the others, so none comes soon after
+    # its own latest copy; the run of near-copies is what holds them together
+    head = "A set remembers what was seen, so one pass keeps the first of each item.\n\n"
+    remarks = ["Here is the complete function again:", "Final code:", "Updated code:"]
+    versions = [DEDUPE, RENAMED, COMMENTED, DEDUPE, RENAMED, COMMENTED, DEDUPE, RENAMED]
+    text = head + "Here's the function:\n\n" + _fenced(versions[0])
+    first_end = len(text)
+    for n, code in enumerate(versions[1:]):
+        text += f"\nExample: `dedupe([3, 1, 3])` gives `[3, 1]`.\n\n{remarks[n % 3]}\n\n"
+        text += _fenced(code)
+    hit = stream(text, channel, sizes=sizes, config=ALONE)
+    assert hit is not None and hit.rule == "refenced", hit
+    assert hit.prune_offset == first_end  # the first version is kept
+    third = text.index(DEDUPE, text.index(DEDUPE, first_end) + 1)
+    assert third < hit.fired_at <= third + len(DEDUPE)
+
+
+def test_remarks_said_before_are_nothing_new_between_copies():
+    # three sentences between the copies, all of them said before after the first copy
+    code = _fenced("def area(r):\n    return math.pi * r * r\n")
+    between = "Let me check r = 2: 4π, about 12.57. Good. So the final code is:\n\n"
+    text = "The area of a circle.\n\n" + code + ("\n" + between + code) * 4
+    hit = stream(text, "reasoning", config=ALONE)
+    assert hit is not None and hit.rule == "refenced"
+    assert hit.prune_offset == text.index(code) + len(code)
+    # new remarks of the same length each time are a worked answer, not a loop
+    fresh = [
+        "Let me check r = 2: 4π. That is about 12.57. So the code holds:",
+        "Now r = 0 gives 0. The edge case is fine. Here it is for reference:",
+        "Negative r squares to a positive. Validation belongs to the caller. The code:",
+        "Floats work too. Nothing else to change. Once more, the code:",
+    ]
+    worked = "The area of a circle.\n\n" + code
+    worked += "".join("\n" + remark + "\n\n" + code for remark in fresh)
+    assert stream(worked, "reasoning", config=ALONE) is None
+
+
 SECTIONS = [
     "Clone the repository and create a virtual environment in its root. The tests expect the "
     "package installed in editable mode, so your changes are picked up without a reinstall, "
@@ -104,8 +160,20 @@ SECTIONS = [
         # the same code twice: a before and an after that did not change
         "Before:\n```python\nx = load()\nprint(x)\n```\n"
         "After:\n```python\nx = load()\nprint(x)\n```\n",
+        # versions of a fix, one of them taken up again once: no third copy of any
+        "".join(
+            "Next:\n" + _fenced(code)
+            for code in [DEDUPE, RENAMED, DEDUPE, COMMENTED, COMMENTED.replace("set()", "{}")]
+        ),
+        # an edit and the test run after it, again and again, the output new each time
+        "".join(
+            "Edit:\n"
+            + _fenced(f"LIMIT = {n}\nassert LIMIT > 0\n")
+            + f"Run:\n```\n$ pytest -q\nFAILED test_limit - assert {n} == 9\n```\n"
+            for n in range(5)
+        ),
     ],
-    ids=["one-line", "far-apart", "fixed", "twice"],
+    ids=["one-line", "far-apart", "fixed", "twice", "revisited", "edit-and-run"],
 )
 def test_fences_said_again_for_a_reason_are_left_alone(text):
     for sizes in SIZES:

@@ -70,7 +70,7 @@ from looprescue.detect.limits import (
 from looprescue.detect.nearcopy import with_renumbered_heading
 from looprescue.detect.rule import SENTENCE, WATERMARK, Rule
 from looprescue.detect.segment import Segmenter
-from looprescue.detect.shape import text_width
+from looprescue.detect.shape import CLAUSE_MARK, CLAUSE_MARKS, text_width
 from looprescue.detect.streak import RepeatStreak, UnitRun
 from looprescue.detect.text import (
     LABEL_ENDS,
@@ -252,6 +252,25 @@ class PoolRule(Rule):
         return end - onset + self._width - counted
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
+        if (
+            sentence is STRUCTURE_LINE
+            or sentence is LONG_SENTENCE
+            or CLAUSE_MARK.search(sentence) is None  # (most sentences)
+        ):
+            return self._on_unit(sentence, start, end)
+        pieces = _short_clauses(sentence)
+        if pieces is None:
+            return self._on_unit(sentence, start, end)
+        # Openers strung together by clause marks (``Wait, Wait, 嗯， Let me reconsider.``):
+        # each is a unit, as a pool of them strings them.
+        last = len(pieces) - 1
+        for i, (offset, piece) in enumerate(pieces):
+            hit = self._on_unit(piece, start + offset, end if i == last else start + offset + len(piece))
+            if hit is not None:
+                return hit
+        return None
+
+    def _on_unit(self, sentence: str, start: int, end: int) -> Hit | None:
         if sentence is STRUCTURE_LINE:
             # A new line of structure: between the run's units, and none of them, and no repeat
             # (a heading said in every section is no streak through the lists under it). A
@@ -344,7 +363,7 @@ class PoolRule(Rule):
             members = {p for p, n in self._counts.items() if n >= 2}
             # The batch's onset: a phrase that recurs in the run belongs to the batch even when
             # its copies have left the window (a rare phrase of a skewed pool opens it).
-            onset = self._run.onset(members | self._run.recurring())
+            onset = self._run.onset(self._with_strung(members | self._run.recurring()))
             streak = self._repeats.start
             # a pool of longer phrases is cut at its repeats; so is a pool of phrases of both
             # kinds whose repeats began before the short ones made up a batch
@@ -374,7 +393,7 @@ class PoolRule(Rule):
             covered, units, phrases = self._run.recurring_share()
             if self._young(covered, units, phrases):
                 members = self._run.recurring()
-                onset = self._run.onset(members)
+                onset = self._run.onset(self._with_strung(members))
                 if onset is not None and self._wide(onset, end) >= self._min_chars:
                     keys = self._run.keys()[::-1]  # newest first
                     if not self._no_pool(members, keys, self._coverage * units, onset):
@@ -469,6 +488,18 @@ class PoolRule(Rule):
             return False
         rest = members - measured
         return len(rest) < self._min_distinct or sum(k in rest for k in keys) < need
+
+    def _with_strung(self, members: set[str]) -> set[str]:
+        """``members`` and the run's units that string members together with clause marks:
+        the first ``嗯，让我再想想。`` of a pool is read as one phrase (its opener has not been
+        said alone yet), but it is the pool's, and the batch begins with it."""
+        strung = set(members)
+        for key in self._run.keys():
+            if key is not None and key not in strung and CLAUSE_MARK.search(key) is not None:
+                clauses = [normalize_phrase(m.group()) for m in _CLAUSE_PIECE.finditer(key)]
+                if all(clause in members for clause in clauses if clause):
+                    strung.add(key)
+        return strung
 
     def batch_onset(self) -> int | None:
         """Where the batch of short phrases the text now ends in first appeared (None when
@@ -619,3 +650,43 @@ class PoolRule(Rule):
     def _prefix_of_a_phrase(self, head: str) -> bool:
         # a few dozen phrases at most, and only asked of an unfinished sentence of 21-40 chars
         return any(phrase.startswith(head) for phrase in self._counts)
+
+
+# A clause of a sentence: up to and including a clause mark that no digit follows (``1,000`` is
+# one number), and the spaces after it; or the rest of the sentence.
+_CLAUSE_PIECE: Final = re.compile(f"(?:[^{CLAUSE_MARKS}]|[,](?=[0-9]))*(?:[{CLAUSE_MARKS}]\\s*|$)")
+# An opener is at most this wide (``Actually,``, ``等等，``, ``让我想想，``; a CJK char counted as
+# two): a song's clause (``再见了，梧桐树下的操场，``) or a sentence's content is wider.
+OPENER_CHARS: Final = 10
+
+
+# How a short phrase after the openers ends the sentence (``equation 1 is:`` introduces one).
+_PHRASE_ENDS: Final = ".!?。！？…"
+
+
+def _short_clauses(sentence: str) -> list[tuple[int, str]] | None:
+    """The clauses of a sentence made of openers (each with its offset, the spaces after it
+    left out): two or more, each an opener (``OPENER_CHARS`` wide at most, with a letter) but
+    the last, which after two openers or more may be a short phrase that ends the sentence
+    (``HOLD_CHARS`` wide: ``Wait, Wait, 嗯， Let me reconsider.``). None otherwise: a sentence
+    with a clause of content (``Wait, that is wrong.``), or a song's line, is one unit, as it
+    was written."""
+    pieces: list[tuple[int, str]] = []
+    for match in _CLAUSE_PIECE.finditer(sentence):
+        piece = match.group().rstrip()
+        if piece:
+            if not any(char.isalnum() for char in piece):
+                return None
+            pieces.append((match.start(), piece))
+    if len(pieces) < 2:
+        return None
+    for _, piece in pieces[:-1]:
+        if text_width(piece) > OPENER_CHARS:
+            return None
+    last = pieces[-1][1]
+    wide = text_width(last)
+    if wide > OPENER_CHARS and (
+        len(pieces) < 3 or wide > HOLD_CHARS or last[-1] not in _PHRASE_ENDS
+    ):
+        return None
+    return pieces

@@ -3,28 +3,36 @@
 What it catches. An agent that runs a command, gets an error and runs it again, writing each
 time the same error output in a fence with a remark between (``The build still fails.
 Running it again.``); a model that writes its function again and again, each copy in a fence
-of its own with a sentence between. The remarks change, so no exact period comes, and fenced
-code needs three times the copies of prose before the periodic rules cut it.
+of its own with a sentence between, now and then a version with a name changed or a comment
+dropped among the copies. The remarks change, so no exact period comes, and fenced code needs
+three times the copies of prose before the periodic rules cut it.
 
 Why that is a loop. The same code or output, word for word, three times with hardly anything
-new between: nothing comes but the fence.
+new between: nothing comes but the fence and its near-copies.
 
 What is not a loop. A fence counts when it holds ``MIN_LINES`` lines or more that are not blank
-(a one-line command or call quoted again and again is how a plan names what it will edit). A
-copy counts when it comes soon after the copy before it: at most ``MAX_REMARK`` sentences of
-prose and ``MAX_GAP`` chars between, a remark and the command run again. An answer that shows
-one snippet again in each section says more than a remark between. Fences that
-differ in a line are other fences (a function fixed from one copy to the next).
+(a one-line command or call quoted again and again is how a plan names what it will edit).
+Copies count within one run of fences: each fence of a run shares at least ``NEAR`` of the
+shorter one's lines with the fence before it, and comes soon after it: at most ``MAX_REMARK``
+new sentences of prose and ``MAX_GAP`` chars between, a remark and the command run again. A
+sentence said before (``Let me write the final code:`` once more) is nothing new, and the
+remarks a loop goes on to repeat are new the first time: before the second fence of a run or
+copy, only the chars count. An answer
+that shows one snippet again in each section says more than a remark between; another fence
+between (the file edited, then the build run again) ends the run. Fences that differ in a
+line are other fences: a function fixed from one copy to the next never comes back word for
+word.
 
-Where it cuts. After the first copy's closing fence line: the first run's output or the first
-version of the code is kept, and what comes after it is the loop.
+Where it cuts. After the run's first fence, at its closing fence line: the first run's output
+or the first version of the code is kept, and the copies after it are the loop.
 
 It holds nothing back: a fence is known only once it is written. What the other rules'
 watermark let out past the cut is the hit's lead-in (the channel counts it).
 
 How it stays incremental. Each line inside a fence is read once and added to the fence's text
 (spacing folded), up to ``MAX_CHARS``; the fences of the last stretch are kept by their text,
-at most ``MAX_FENCES`` of them.
+at most ``MAX_FENCES`` of them, and the latest sentences, at most ``MAX_HEARD``. Two fences are
+compared once, by their sets of lines.
 """
 
 from __future__ import annotations
@@ -41,11 +49,16 @@ _FEEDS: Final = frozenset({CODE_LINE, CLAUSES})
 THIRD_TIME: Final = 3
 # A fence counts from this many lines that are not blank.
 MIN_LINES: Final = 2
-# A copy comes soon after the copy before it: at most MAX_REMARK sentences of prose and
+# A fence comes soon after the one before it: at most MAX_REMARK new sentences of prose and
 # MAX_GAP chars between (a remark and the command run again), while a section that shows a
 # snippet again says more first.
 MAX_REMARK: Final = 2
 MAX_GAP: Final = 400
+# A fence is a near-copy of the one before when it shares this share of the shorter one's
+# lines (a version with a name changed, a comment added or a line fixed).
+NEAR: Final = 0.5
+# Sentences remembered to tell a new one from one said again.
+MAX_HEARD: Final = 256
 # A fence longer than this is not followed (a file, not a remark's output).
 MAX_CHARS: Final = 8000
 # The fences kept by their text: the oldest go first past this many.
@@ -54,16 +67,18 @@ MAX_FENCES: Final = 64
 
 class _Fence:
     """A fence's text seen before: its copies so far, where the first one began and where its
-    closing line ended, and where and after how many sentences the latest copy ended."""
+    closing line ended, where and after how many new sentences the latest copy ended, and the
+    run it was last seen in."""
 
-    __slots__ = ("copies", "first_end", "last_end", "said", "start")
+    __slots__ = ("copies", "first_end", "last_end", "run", "said", "start")
 
-    def __init__(self, start: int, end: int, said: int) -> None:
+    def __init__(self, start: int, end: int, said: int, run: int) -> None:
         self.copies = 1
         self.start = start
         self.first_end = end
         self.last_end = end
-        self.said = said  # the sentences of prose said before the latest copy ended
+        self.said = said
+        self.run = run
 
 
 class RefencedRule(Rule):
@@ -79,10 +94,26 @@ class RefencedRule(Rule):
         self._lines = 0  # its lines that are not blank (-1: too long to follow)
         self._start = 0  # where its first line begins
         self._seen: dict[str, _Fence] = {}
-        self._said = 0  # sentences of prose so far
+        self._said = 0  # new sentences of prose so far
+        self._heard: dict[str, None] = {}  # the latest sentences, to tell a new one
+        # The run: fences one soon after the other, each a near-copy of the one before.
+        self._run = 0  # its number
+        self._run_fences = 0  # its fences so far
+        self._run_start = 0  # where its first fence's first line begins
+        self._run_first_end = -1  # where its first fence's closing line ends (-1: none yet)
+        self._last_lines: frozenset[str] = frozenset()  # the latest fence's lines
+        self._last_end = 0  # where the latest fence's closing line ended
+        self._last_said = 0  # the new sentences said before it ended
 
     def on_clauses(self, sentence: str, start: int, end: int) -> Hit | None:
-        """A sentence of prose: what comes between two fences is counted."""
+        """A sentence of prose: what comes new between two fences is counted (a remark said
+        before, ``Let me write the final code:``, says nothing new)."""
+        heard = self._heard
+        if sentence in heard:
+            return None
+        if len(heard) >= MAX_HEARD:
+            del heard[next(iter(heard))]
+        heard[sentence] = None
         self._said += 1
         return None
 
@@ -98,20 +129,22 @@ class RefencedRule(Rule):
             self._lines = -1
             return None
         fence = self._seen.get(self._text)
-        if (
-            fence is None
-            or fence.copies < THIRD_TIME - 1
-            or self._lines < MIN_LINES
-            or not self._soon_after(fence)
-        ):
+        if fence is None or fence.copies < THIRD_TIME - 1 or self._lines < MIN_LINES:
+            return None
+        in_run = fence.run == self._run and self._soon_after(self._last_end, self._last_said, False)
+        if not (in_run or self._soon_after(fence.last_end, fence.said, False)):
             return None
         # as long as a fence written twice: the third copy, whatever line comes next
         self._lines = -1
+        start, first_end = fence.start, fence.first_end
+        if in_run and self._run_first_end < first_end:
+            # a near-copy began the run: it is the version kept
+            start, first_end = self._run_start, self._run_first_end
         return Hit(
             rule="refenced",
             channel=self._channel,
-            prune_offset=fence.first_end,
-            loop_start=fence.start,
+            prune_offset=first_end,
+            loop_start=start,
             fired_at=end,
             repeats=float(THIRD_TIME),
             period=None,
@@ -125,19 +158,42 @@ class RefencedRule(Rule):
         self._text, self._lines = "", 0
         if lines < MIN_LINES:
             return
+        held = frozenset(text.split("\n"))
+        in_run = (
+            self._run_first_end >= 0
+            and self._soon_after(self._last_end, self._last_said, self._run_fences == 1)
+            and _near(self._last_lines, held)
+        )
+        if in_run:
+            self._run_fences += 1
+        else:  # a fence of its own: a run begins here
+            self._run += 1
+            self._run_fences = 1
+            self._run_start, self._run_first_end = self._start, end
+        self._last_lines, self._last_end, self._last_said = held, end, self._said
         fence = self._seen.get(text)
         if fence is None:
             if len(self._seen) >= MAX_FENCES:
                 del self._seen[next(iter(self._seen))]
-            self._seen[text] = _Fence(self._start, end, self._said)
+            self._seen[text] = _Fence(self._start, end, self._said, self._run)
             return
-        if self._soon_after(fence):
+        second = fence.copies == 1
+        if fence.run == self._run or self._soon_after(fence.last_end, fence.said, second):
             fence.copies += 1
         else:
-            fence.copies = 1  # too much between: the run of copies begins again here
+            fence.copies = 1  # too much between: its copies count again from here
             fence.start, fence.first_end = self._start, end
-        fence.last_end, fence.said = end, self._said
+        fence.last_end, fence.said, fence.run = end, self._said, self._run
 
-    def _soon_after(self, fence: _Fence) -> bool:
-        """Whether the open fence comes soon after the latest copy of ``fence``."""
-        return self._start - fence.last_end <= MAX_GAP and self._said - fence.said <= MAX_REMARK
+    def _soon_after(self, end: int, said: int, second: bool) -> bool:
+        """Whether the open fence comes soon after a fence that ended at ``end`` when ``said``
+        new sentences had been said. The ``second`` fence of a run or copy may come after
+        more new sentences: the remarks a loop goes on to repeat are new the first time."""
+        if self._start - end > MAX_GAP:
+            return False
+        return second or self._said - said <= MAX_REMARK
+
+
+def _near(one: frozenset[str], other: frozenset[str]) -> bool:
+    """Whether two fences hold mostly the same lines: at least NEAR of the shorter one's."""
+    return len(one & other) >= NEAR * min(len(one), len(other))
