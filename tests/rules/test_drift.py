@@ -301,6 +301,27 @@ PLAN = [
 ]
 
 
+def _hanoi(line: str, discs: int = 4) -> str:
+    """Every move of a tower of ``discs``, one line each in the form of ``line`` (the step, the
+    disc, from, to, then the three pegs bottom to top): a procedure's steps say the same few
+    words again and again, their values changed."""
+    pegs: dict[str, list[int]] = {"A": list(range(discs, 0, -1)), "B": [], "C": []}
+    moves: list[tuple[int, str, str]] = []
+
+    def move(n: int, source: str, target: str, spare: str) -> None:
+        if n:
+            move(n - 1, source, spare, target)
+            moves.append((n, source, target))
+            move(n - 1, spare, target, source)
+
+    move(discs, "A", "C", "B")
+    lines = []
+    for step, (disc, source, target) in enumerate(moves, 1):
+        pegs[target].append(pegs[source].pop())
+        lines.append(line.format(step, disc, source, target, pegs["A"], pegs["B"], pegs["C"]))
+    return "\n".join(lines) + "\n"
+
+
 @pytest.mark.parametrize("channel", CHANNELS)
 def test_a_block_of_paragraphs_derived_again_with_a_word_swapped_is_cut_after_one_block(channel):
     rng = random.Random(5)
@@ -407,6 +428,12 @@ def test_copies_under_labels_that_come_back_are_a_loop(channel, labels):
             "children on the bank kept clapping as they went."
             for n in ("Seven", "Six", "Five", "Four", "Three", "Two")
         ),
+        # the steps of a procedure: the same words, values moved (each line four edits from
+        # the one before, and no new word in it)
+        "用户要4层汉诺塔的每一步。\n\n"
+        + _hanoi("第{}步：把{}号盘从{}移到{}。状态：A={}  B={}  C={}"),
+        "Every move of the tower, with the pegs after it.\n\n"
+        + _hanoi("Step {}: move disc {} from peg {} to peg {}. The pegs hold A={}, B={}, C={}."),
     ],
     ids=[
         "cases",
@@ -418,6 +445,8 @@ def test_copies_under_labels_that_come_back_are_a_loop(channel, labels):
         "fenced-tests",
         "counting-song-zh",
         "counting-song-en",
+        "procedure-zh",
+        "procedure-en",
     ],
 )
 def test_paragraphs_alike_for_a_reason_are_no_drift(channel, text):

@@ -25,10 +25,12 @@ one paragraph in each copy may be a loose copy (``LOOSE_EDITS``, one edit in ``L
 tokens): a re-derived conclusion whose connector says ``redo`` where it said ``re-check``. A
 loose copy never opens a run, and blocks whose every paragraph changes that much are parallel
 items, not copies, unless it brings no word the recent paragraphs did not say (at most
-``NEW_WORDS``): then it says them again in other words of their own, and may open and carry any
-run; so may a paragraph whose sentences are mostly (``RECOMBINED_SHARE``) ones they said word
-for word, mixed anew. Copies that are all the same text are the periodic rules' (they cut them
-sooner); at least one copy must differ, if only in a comma or a space. A refrain between
+``NEW_WORDS``) and is ``STALE_TOKENS`` long: then it says them again in other words of its
+own, and may open and carry any run (a shorter line with its values moved is a procedure's
+next step: ``move disc 2 from A to C``, then ``disc 1 from B to C``); so may a paragraph
+whose sentences are mostly (``RECOMBINED_SHARE``) ones they said word for word, mixed anew.
+Copies that are all the same text are the periodic rules' (they cut them sooner); at least
+one copy must differ, if only in a comma or a space. A refrain between
 verses, or a paragraph restated once, makes no run of ``cycleMinRepeats`` copies of a block.
 Short lines (a heading, a connector such as ``Hmm.``) between the paragraphs neither count nor
 break the run, and a line's label (``Monday:``, ``3.``) is left out; but a paragraph under a
@@ -93,6 +95,9 @@ LOOSE_PER: Final = 4
 # and open one: it rephrases them with their own words. (None: an item that differs from the
 # one before in a new name and a word or two is the next item of a list.)
 NEW_WORDS: Final = 0
+# A paragraph of fewer tokens is never such a copy: the steps of a procedure say the same few
+# words with their values changed, and LOOSE_EDITS are a fifth of a line that short.
+STALE_TOKENS: Final = 24
 # A paragraph with this share of its tokens in sentences recent paragraphs said word for word,
 # and no new words, says them again in another mix: a loose copy.
 RECOMBINED_SHARE: Final = 0.75
@@ -368,7 +373,11 @@ class DriftRule(LineRule):
         """Whether a paragraph says nothing in words the recent paragraphs have not said: at
         most ``NEW_WORDS`` of its tokens are new to them. A loose copy so is the same thing
         said again in other order and with other words from the same handful (a model that
-        re-derives its count with ``comes from`` for ``is produced by``)."""
+        re-derives its count with ``comes from`` for ``is produced by``). A paragraph of
+        fewer than ``STALE_TOKENS`` is no such copy: a step of a procedure says its few words
+        again, four edits apart (``move disc 2 from A to C``, then ``disc 1 from B to C``)."""
+        if len(paragraph.tokens) < STALE_TOKENS:
+            return False
         said: set[str] = set()
         for other in self._recent:
             other.read_tokens()
