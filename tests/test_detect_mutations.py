@@ -151,6 +151,24 @@ MUTATIONS = {
         ("methods_alike", range(2), "en", ("space",), "text"),
         False,
     ),
+    # a sentence of openers strung by clause marks is read clause by clause: without it, a
+    # Chinese pool of ``等等，嗯，`` is found late or never
+    "pool openers": (
+        "rules/pool.py",
+        "        pieces = _short_clauses(sentence)\n",
+        "        pieces = None\n",
+        ("opener_pool", range(2), "zh", ("none", "random"), "reasoning"),
+        True,
+    ),
+    # a clause of content is no opener: widened, one letter sent to a few people (``王芳，
+    # 你好：`` and its sentences of clauses) is a pool
+    "pool opener width": (
+        "rules/pool.py",
+        "OPENER_CHARS: Final = 10",
+        "OPENER_CHARS: Final = 40",
+        ("letters", range(2), "zh", ("none", "space"), "text"),
+        False,
+    ),
     # a fence shown again after a section of its own is no copy: widened, a guide whose every
     # section ends with the same snippet is cut
     "refenced remark guard": (

@@ -47,6 +47,60 @@ def test_chinese_pool_splits_on_full_stops_without_whitespace():
     assert hit.prune_offset >= len("用户要求修复锁文件的竞争问题。我先检查写入顺序，然后再修改。")
 
 
+# one phrase in five ends a sentence: most sentences are strings of openers no two alike
+OPENERS = {
+    "zh": ["等等，", "嗯，", "不对，", "好，", "让我再想想。"],
+    "en": ["Wait,", "Hmm,", "Actually,", "So,", "Let me reconsider."],
+}
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+@pytest.mark.parametrize(
+    ("lang", "gap"), [("zh", ""), ("en", " "), ("mixed", " ")], ids=["zh", "en", "mixed"]
+)
+def test_openers_strung_by_clause_marks_are_a_pool(channel, lang, gap):
+    # ``Wait, Wait, 嗯， Let me reconsider.``: a sentence end comes only now and then, so each
+    # sentence is a new string of the same few openers; its clauses are the pool's phrases
+    phrases = OPENERS["zh"][:2] + OPENERS["en"] if lang == "mixed" else OPENERS[lang]
+    rng = random.Random(7)
+    body = "".join(rng.choice(phrases) + rng.choice([gap] * 8 + ["\n"]) for _ in range(400))
+    text = LEAD + body
+    hit = stream(text, channel, sizes=(1, 3, 7))
+    assert hit is not None and hit.rule == "pool", hit
+    assert hit.prune_offset == len(LEAD)  # none of the pool is kept
+    assert hit.fired_at - len(LEAD) < 800
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a song's lines end in commas: a clause of a line is no opener
+        "".join(
+            "再见了，梧桐树下的操场，\n再见了，黑板上没擦的光，\n别说再见，只说远方，\n"
+            f"像十八岁这样。\n\n{verse}\n\n"
+            for verse in [
+                "运动会上喊哑的嗓子，\n雨天里共撑的一把伞。",
+                "也许明天就各奔东西，\n也许很多年才能相遇。",
+            ]
+        ),
+        # openers before a clause of content: one sentence each, as written
+        "".join(
+            f"Wait, {claim}. Hmm, {check}. So, {verdict}.\n"
+            for claim, check, verdict in [
+                ("the sum is 12", "let me add them again", "it holds"),
+                ("the product is 35", "five times seven", "that is right"),
+                ("the mean is 4", "twelve over three", "fine"),
+                ("the median is 5", "the middle of three", "it checks out"),
+            ]
+        ),
+    ],
+    ids=["song", "openers-with-content"],
+)
+def test_clauses_of_content_are_no_openers(channel, text):
+    assert stream(text, channel) is None
+
+
 def test_english_period_without_whitespace_does_not_split_sentences():
     # "v1.2.3" and "a.b.c" are one sentence each; if the dots split them, the fragments would
     # form a recurring short-phrase pool.

@@ -372,6 +372,38 @@ def pool(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     return _loop_case("pool", rng, lang, channel, body, 0, max(width(p) for p in phrases))
 
 
+_OPENERS = {
+    "zh": ["等等，", "嗯，", "不对，", "让我再想想。", "所以。", "好，"],
+    "en": ["Wait,", "Hmm,", "Actually,", "Let me reconsider.", "OK.", "So,"],
+}
+
+
+def opener_pool(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A pool of openers that end in a clause mark (``Wait,``, ``等等，``) and short phrases,
+    strung together with no sentence end between many of them: a reasoning model that can
+    no longer say what comes after ``Wait,``."""
+    if lang == "mixed":
+        phrases = rng.sample(_OPENERS["zh"], 3) + rng.sample(_OPENERS["en"], 3)
+    else:
+        phrases = rng.sample(_OPENERS[lang], rng.randint(4, 6))
+    weights = [rng.choice((1, 2, 3, 5)) for _ in phrases]
+    pieces: list[str] = []
+    while sum(width(p) for p in pieces) < 2400:
+        p = rng.choices(phrases, weights)[0]
+        pieces.append(p)
+        if rng.random() < 0.25:
+            pieces.append(p)  # back to back
+    after = _joiner(rng, sep, lang)
+
+    def joined(piece: str) -> str:
+        gap = after(piece)
+        # a Chinese comma takes no space after it, as a full stop does not
+        return "" if gap == " " and piece.endswith("，") and sep != "space" else gap
+
+    body = "".join(p + joined(p) for p in pieces)
+    return _loop_case("opener_pool", rng, lang, channel, body, 0, max(width(p) for p in phrases))
+
+
 def rotation(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A fixed rotation of a few short phrases (``Now. OK. Emit.``)."""
     phrases = _pool_phrases(rng, lang, rng.randint(2, 4))
@@ -1028,6 +1060,7 @@ def _copy_body(copy: str) -> str:
 
 LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "pool": pool,
+    "opener_pool": opener_pool,
     "rotation": rotation,
     "sentence_cycle": sentence_cycle,
     "paragraph_blocks": paragraph_blocks,

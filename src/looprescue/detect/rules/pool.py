@@ -9,9 +9,12 @@ are compared with inner whitespace folded and a counter label in front dropped
 (``Day 3: Rest``), so a labelled list whose items come from a handful of words is a pool too,
 unless its labels count up by one (an answer key, a schedule: an enumeration, which only the
 request bounds). Sentences end at full-width stops without any space (``好。继续。输出。``
-is three phrases), and widths count a CJK char as two (``poolMaxPhraseChars``,
-``poolMinChars``): a Chinese sentence of 22 chars is no short phrase, and a pool of Chinese
-phrases fires after as much text as an English one.
+is three phrases), and so do clause marks after openers: a sentence of openers strung together
+(``Wait, Wait, 嗯， Let me reconsider.``, each but the last ``OPENER_CHARS`` wide) is one phrase
+each, while a song's line or openers before a clause of content stay one sentence. Widths
+count a CJK char as two (``poolMaxPhraseChars``, ``poolMinChars``): a Chinese sentence of 22
+chars is no short phrase, and a pool of Chinese phrases fires after as much text as an English
+one.
 
 Prune point: where the batch of phrases first appeared (``UnitRun.onset``), so no phrase of the
 pool is kept. That needs holding the batch back as it comes, which is done for very short phrases
@@ -265,7 +268,8 @@ class PoolRule(Rule):
         # each is a unit, as a pool of them strings them.
         last = len(pieces) - 1
         for i, (offset, piece) in enumerate(pieces):
-            hit = self._on_unit(piece, start + offset, end if i == last else start + offset + len(piece))
+            piece_end = end if i == last else start + offset + len(piece)
+            hit = self._on_unit(piece, start + offset, piece_end)
             if hit is not None:
                 return hit
         return None
@@ -494,7 +498,8 @@ class PoolRule(Rule):
         the first ``嗯，让我再想想。`` of a pool is read as one phrase (its opener has not been
         said alone yet), but it is the pool's, and the batch begins with it."""
         strung = set(members)
-        for key in self._run.keys():
+        run = self._run.keys()
+        for key in run:
             if key is not None and key not in strung and CLAUSE_MARK.search(key) is not None:
                 clauses = [normalize_phrase(m.group()) for m in _CLAUSE_PIECE.finditer(key)]
                 if all(clause in members for clause in clauses if clause):
