@@ -734,6 +734,50 @@ def table_rows(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+_SIGHTS = {
+    "zh": [("北京", "故宫", "长城"), ("上海", "外滩", "豫园"), ("广州", "广州塔", "陈家祠"),
+           ("深圳", "世界之窗", "大梅沙"), ("成都", "宽窄巷子", "熊猫基地"),
+           ("杭州", "西湖", "灵隐寺"), ("西安", "兵马俑", "城墙"), ("南京", "中山陵", "夫子庙")],
+    "en": [("Lisbon", "Belem Tower", "Alfama"), ("Porto", "Ribeira", "Livraria Lello"),
+           ("Seville", "Alcazar", "Plaza de Espana"), ("Madrid", "Prado", "Retiro"),
+           ("Lyon", "Fourviere", "Vieux Lyon"), ("Nice", "Promenade", "Castle Hill"),
+           ("Turin", "Mole", "Egyptian Museum"), ("Genoa", "Aquarium", "Via Garibaldi")],
+}  # fmt: skip
+
+
+def table_rounds(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A comparison table that goes round three to five of its rows again and again, a row's
+    sights said one of two ways each time (``西湖``, ``西湖、灵隐寺``), so no round is the same
+    text: the first round is kept."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    places = rng.sample(_SIGHTS[base], 8)
+    if base == "zh":
+        head, note, also = "| 城市 | 景点 | 花费 | 备注 |\n|---|---|---|---|\n", "适合周末", "、"
+    else:
+        head, note, also = "| City | Sights | Cost | Note |\n|---|---|---|---|\n", "a weekend", ", "
+    cost = {city: rng.randint(300, 900) for city, _, _ in places}
+
+    def row(city: str, sights: str) -> str:
+        return f"| {city} | {sights} | {cost[city]} | {note} |\n"
+
+    fresh = "".join(row(city, one + also + two) for city, one, two in places[:2])
+    cycle = places[2 : 2 + rng.randint(3, 5)]
+    rounds = [
+        "".join(row(city, rng.choice((one, one + also + two))) for city, one, two in cycle)
+        for _ in range(12)
+    ]
+    return _loop_case(
+        "table_rounds",
+        rng,
+        lang,
+        channel,
+        "".join(rounds),
+        len(rounds[0]),
+        width(rounds[0]),
+        pre=preamble(rng, lang, channel) + head + fresh,
+    )
+
+
 def _data_row(rng: random.Random, kind: str, lang: str, i: int) -> str:
     if kind == "log":
         loss, lr = rng.uniform(0.2, 2.5), rng.uniform(1e-4, 1e-3)
@@ -1072,6 +1116,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "word_repeat": word_repeat,
     "code_lines": code_lines,
     "table_rows": table_rows,
+    "table_rounds": table_rounds,
     "stuck_row": stuck_row,
     "overrun": overrun,
     "section_overrun": section_overrun,
