@@ -131,6 +131,39 @@ def test_a_tool_call_written_out_again_and_again_is_cut(channel):
     assert hit.prune_offset == second
 
 
+RUN = (
+    "Running the tests again.\n\n$ python -m pytest tests/test_parser.py -x -q\n"
+    "ImportError while importing test module '/repo/tests/test_parser.py'.\n"
+    "Hint: make sure your test modules/packages have valid Python names.\nTraceback:\n"
+    "tests/test_parser.py:3: in <module>\n    from parser.tokenizer import Tokenizer\n"
+    "E   ModuleNotFoundError: No module named 'parser.tokenizer'\n1 error in 0.{}s\n\n"
+)
+RUN_REMARKS = [
+    "The import still fails. Let me try running the tests once more.",
+    "Same error. I'll re-run the tests to make sure.",
+    "还是同样的导入错误，我再运行一次测试看看。",
+]
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_command_and_its_output_written_out_again_and_again_are_cut(channel):
+    # an agent that re-runs a failing command in its reasoning, no fence: the command and its
+    # output line for line in their own order, the timing and the remark between changing
+    rng = random.Random(5)
+    copies = [RUN.format(rng.randint(8, 14)) for _ in range(7)]
+    between = [rng.choice(RUN_REMARKS) + "\n\n" for _ in copies]
+    text = LEAD + "".join(c + b for c, b in zip(copies, between, strict=True))
+    hit = stream(text, channel, sizes=(3, 7))
+    assert hit is not None and hit.rule == "reprise", hit
+    first_end = len(LEAD) + len(copies[0])
+    assert (
+        first_end
+        <= hit.prune_offset
+        <= first_end + len(between[0]) + len("Running the tests again.\n\n")
+    )
+    assert hit.fired_at < len(LEAD) + 4 * (len(copies[0]) + len(between[0]))
+
+
 def _song(finale: int) -> str:
     chorus = (
         "Row, row, row your boat along\nGently down the silver stream\n"
@@ -187,6 +220,28 @@ def _passage_said_again() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _fixing() -> str:
+    # an agent fixing one failure after another: the same command and the same lines of the
+    # run's header each time, but a new failure and an edit between the runs
+    failures = [
+        ("test_parse_empty", "AssertionError: assert [] == [Token(EOF)]", "tokens.append(EOF)"),
+        ("test_parse_number", "ValueError: invalid literal for int()", "value = float(text)"),
+        ("test_parse_string", "KeyError: 'quote'", "quote = spec.get('quote', '\"')"),
+        ("test_parse_nested", "RecursionError: maximum depth exceeded", "depth += 1"),
+        ("test_parse_unicode", "UnicodeDecodeError: 'ascii' codec", "data.decode('utf-8')"),
+    ]
+    runs = []
+    for name, error, edit in failures:
+        runs.append(
+            "$ python -m pytest tests/test_parser.py -x -q\n"
+            "collected 24 items from tests/test_parser.py\n"
+            f"FAILED tests/test_parser.py::{name} - {error}\n"
+            f"tests/test_parser.py:{len(name)}: in {name}\n1 failed, 23 passed in 0.41s\n"
+            f"Editing parser/core.py so that {name[5:]} passes:\n    {edit}\n"
+        )
+    return "\n".join(runs)
+
+
 def _readings() -> str:
     rng = random.Random(3)
     return "".join(f"GPU 0: utilisation {rng.randint(0, 9)}%, memory normal\n" for _ in range(60))
@@ -201,10 +256,11 @@ def _readings() -> str:
         _revisits(),  # two formula lines said again in every part, around new lines
         _passage_said_again(),  # a passage said once again, a formula said six times
         _readings(),  # a log's readings: one line with a few numbers
+        _fixing(),  # a command run again after each fix, its failure new each time
         # lines as short as a derivation's results, said again and again
         "".join(f"s = {n % 3}.5 m.\nt = {n % 4} s.\n" for n in range(80)),
     ],
-    ids=["song", "letters", "revisits", "passage", "readings", "short"],
+    ids=["song", "letters", "revisits", "passage", "readings", "fixing", "short"],
 )
 def test_lines_said_again_for_a_reason_are_no_reprise(channel, text):
     assert all(hit.rule != "reprise" for hit in scan_text(LEAD + text, channel=channel))

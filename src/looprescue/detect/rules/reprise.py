@@ -31,7 +31,9 @@ all of these hold:
   periodic rules' to judge, unless ``FORMULAS_IN`` in ``FORMULAS_OF`` of its lines said before
   are formulas or code: no song or letter is made of them, and a derivation worked out again
   in its own order, its connector or its last line changing, has no period either, nor has a
-  tool call written out as text again and again, its answer after it, a remark between;
+  tool call written out as text again and again, its answer after it, a remark between, nor a
+  failing command run again and its output written out each time (a console's lines: a
+  command after its prompt, an error named by its type, a path to a file);
 * ``MIN_SHAPES`` of its lines differ in their words (a log's readings taking a few values say
   one line with other numbers; a marker said again with its punctuation changing,
   ``所以最终答案是17！``, is a pool's phrase).
@@ -102,8 +104,15 @@ MAX_SHORTS: Final = 4
 
 
 # Code outside a fence: a JSON key, or a call (``os.environ.get(``; prose puts a space before
-# its brackets).
-_CODE: Final = re.compile(r"\"[^\"\n]*\"\s*:|[\w.]\(")
+# its brackets); and a console's lines: a command after its prompt, an import, an error
+# named by its type, a path to a file (``tests/test_parser.py:3: in <module>``).
+_CODE: Final = re.compile(
+    r"""(?x)
+    "[^"\n]*"\s*: | [\w.]\(
+    | ^[$>]\s | ^(?:from\s+\S+\s+)?import\s+\S
+    | \b\w*(?:Error|Exception)\b | [\w.-]+/[\w./-]*\.\w{1,5}\b
+    """
+)
 
 
 def _formal(line: str) -> bool:
