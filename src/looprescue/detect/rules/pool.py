@@ -255,11 +255,11 @@ class PoolRule(Rule):
         return end - onset + self._width - counted
 
     def on_sentence(self, sentence: str, start: int, end: int) -> Hit | None:
-        if (
-            sentence is STRUCTURE_LINE
-            or sentence is LONG_SENTENCE
-            or CLAUSE_MARK.search(sentence) is None  # (most sentences)
-        ):
+        if sentence is STRUCTURE_LINE or sentence is LONG_SENTENCE:
+            return self._on_unit(sentence, start, end)
+        mark = CLAUSE_MARK.search(sentence)
+        if mark is None or mark.start() > OPENER_CHARS:
+            # (most sentences: no clause mark, or a first clause wider than an opener)
             return self._on_unit(sentence, start, end)
         pieces = _short_clauses(sentence)
         if pieces is None:

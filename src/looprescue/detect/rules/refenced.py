@@ -108,6 +108,8 @@ class RefencedRule(Rule):
     def on_clauses(self, sentence: str, start: int, end: int) -> Hit | None:
         """A sentence of prose: what comes new between two fences is counted (a remark said
         before, ``Let me write the final code:``, says nothing new)."""
+        if self._run_first_end < 0:
+            return None  # no fence yet: nothing to count between (most text)
         heard = self._heard
         if sentence in heard:
             return None
