@@ -203,6 +203,9 @@ class PoolRule(Rule):
         # phrases longer than HOLD_CHARS: a pool of them is cut at its first repeat
         self._repeats = RepeatStreak(cfg.poolMinCoverage)
         self._free_tail = -1  # start of an unfinished sentence that can hold nothing back
+        # the unfinished sentence read for openers strung together: its start, how far its
+        # ended clauses were read, and what they say (``_may_be_openers``)
+        self._strung_tail, self._strung_from, self._strung = -1, 0, _MAYBE
         self._barrier_tail = -1  # start of an unfinished sentence known to end the run
         # the last long new sentence (it ended the run), whether the text said it again since,
         # and where the first phrase after it began (-1: none yet)
@@ -606,6 +609,9 @@ class PoolRule(Rule):
         tail = win.slice(tail_start, end)
         if not tail.strip():
             return end
+        if self._may_be_openers(tail_start, tail):
+            # it may end as openers strung together: a phrase each, the first held already
+            return tail_start + (len(tail) - len(tail.lstrip()))
         if len(tail) > 4 * self._max_chars + 64:
             self._free_tail = tail_start
             return end
@@ -647,10 +653,47 @@ class PoolRule(Rule):
             return True
         if end - tail_start <= self._max_chars:
             return False
-        head = normalize_phrase(win.slice(tail_start, end))
+        tail = win.slice(tail_start, end)
+        if self._may_be_openers(tail_start, tail):
+            return False  # openers strung together end as phrases, not as a long sentence
+        head = normalize_phrase(tail)
         if len(head) <= self._max_chars or not has_alnum(head):
             return False
         return segmenter.open_sentence_counts(win, end) and not self._may_say_long_again(head)
+
+    def _may_be_openers(self, tail_start: int, tail: str) -> bool:
+        """Whether the unfinished sentence from ``tail_start`` may still end as openers
+        strung together (``_short_clauses``): a clause ended, every clause ended an opener,
+        and the clause being written no wider than the short phrase that may end it. Once
+        not, never again, however the sentence goes on; the clauses ended are read once."""
+        if self._strung_tail != tail_start:
+            self._strung_tail, self._strung_from, self._strung = tail_start, 0, _MAYBE
+        if self._strung == _NEVER:
+            return False
+        last = ""
+        for match in _CLAUSE_PIECE.finditer(tail, self._strung_from):
+            clause = match.group()
+            if not clause:
+                break  # (the empty match at the end)
+            words = clause.strip()
+            if words and words[-1] in CLAUSE_MARKS:  # an ended clause: an opener, or never
+                if text_width(words) > OPENER_CHARS or not has_alnum(words):
+                    self._strung = _NEVER
+                    return False
+                self._strung, self._strung_from = _STRUNG, match.end()
+                last = ""
+            else:
+                last = words
+        wide = text_width(last)
+        if self._strung == _MAYBE:
+            # no clause ended yet: the first clause is an opener while it may still be one
+            if wide > OPENER_CHARS:
+                self._strung = _NEVER
+            return False
+        if wide > HOLD_CHARS:
+            self._strung = _NEVER
+            return False
+        return True
 
     def _prefix_of_a_phrase(self, head: str) -> bool:
         # a few dozen phrases at most, and only asked of an unfinished sentence of 21-40 chars
@@ -667,6 +710,10 @@ OPENER_CHARS: Final = 10
 
 # How a short phrase after the openers ends the sentence (``equation 1 is:`` introduces one).
 _PHRASE_ENDS: Final = ".!?。！？…"
+
+
+# Whether an unfinished sentence may end as openers strung together (``_may_be_openers``).
+_MAYBE, _STRUNG, _NEVER = 0, 1, 2
 
 
 def _short_clauses(sentence: str) -> list[tuple[int, str]] | None:
