@@ -245,3 +245,32 @@ def test_a_step_block_restated_with_a_new_number_is_a_counter_loop():
     # the one kept copy is the first block, found across the change from 9 to 10
     assert hits[0].loop_start == len(PREAMBLE)
     assert (PREAMBLE + many)[hits[0].loop_start : hits[0].prune_offset] == block.format(n=8)
+
+
+STEP_WITH_FENCE = {
+    "en": (
+        "### Step {n}: Install the dependencies\n\nFrom the project folder, install them:\n\n"
+        "```bash\npip install -r requirements.txt\n```\n\n"
+    ),
+    "zh": (
+        "### 步骤 {n}：安装依赖\n\n进入项目目录后，安装所需的依赖包：\n\n"
+        "```bash\npip install -r requirements.txt\n```\n\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(STEP_WITH_FENCE))
+def test_a_step_block_with_a_fence_restated_under_new_headings_is_a_counter_loop(lang):
+    # The step before the loop ends in a fence as each copy does, so the copies are found from
+    # a closing fence line: a copy that opens and closes a fence is markdown, not code, and
+    # needs no more copies than prose.
+    block = STEP_WITH_FENCE[lang]
+    before = "### Step 3: Create a virtual environment\n\n```bash\npython -m venv .venv\n```\n\n"
+    text = PREAMBLE + before + "".join(block.format(n=n) for n in range(4, 30))
+    for sizes in ((4,), (1, 7, 3)):
+        hit = stream(text, "text", sizes=sizes)
+        assert hit is not None and hit.rule == "counter", (lang, sizes)
+        assert hit.prune_offset < len(PREAMBLE + before) + 2 * len(block), (lang, sizes)
+    # the same block once under each number of a short list a user asked for stays
+    asked = PREAMBLE + before + "".join(block.format(n=n) for n in range(4, 7))
+    assert scan_text(asked, "text") == []

@@ -588,8 +588,21 @@ def step_blocks(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     for i in range(6):
         body = "".join(f"{k + 1}. {s}\n" for k, s in enumerate(steps))
         blocks.append(f"### {head} {i + 2}\n\n{body}\n{code}\n")
+    pre = None
+    if rng.random() < 0.5:
+        # a step of its own before the loop, ending in a fence as each copy does: the copies
+        # then recur from its closing fence line
+        first = _distinct_sentences(rng, lang, 1)[0]
+        pre = f"{preamble(rng, lang, channel)}### {head} 1\n\n{first}\n\n{code}\n"
     return _loop_case(
-        "step_blocks", rng, lang, channel, "".join(blocks), len(blocks[0]), width(blocks[0])
+        "step_blocks",
+        rng,
+        lang,
+        channel,
+        "".join(blocks),
+        len(blocks[0]),
+        width(blocks[0]),
+        pre=pre,
     )
 
 

@@ -113,6 +113,14 @@ def looks_like_code(text: str) -> bool:
     return 2 * code >= len(lines)
 
 
+def holds_fence_line(text: str) -> bool:
+    """Whether a line of ``text`` opens or closes a fence (it starts with three backticks or
+    three tildes)."""
+    if "```" not in text and "~~~" not in text:
+        return False
+    return any(line.lstrip().startswith(("```", "~~~")) for line in text.split("\n"))
+
+
 def numbered_item_body(text: str) -> str | None:
     """The text after a list number (``12. Banana``: ``Banana``), or None when the unit is not
     one numbered item."""

@@ -75,7 +75,7 @@ from looprescue.detect.rules.counter import (
 )
 from looprescue.detect.rules.cycle import cycle_ready, phrase_batch
 from looprescue.detect.segment import Segmenter
-from looprescue.detect.shape import Content, content_of
+from looprescue.detect.shape import Content, content_of, holds_fence_line
 from looprescue.detect.suffix_hold import SuffixHold
 from looprescue.detect.text import mask_digits
 
@@ -290,8 +290,9 @@ class PeriodicRule(Rule):
         facts = self._facts_of(text)
         if facts.content is Content.LAYOUT:
             return None
-        # where the repetition is now decides (a loop that began as prose can run into a fence)
-        in_fence = fences.fenced(latest_raw)
+        # where the repetition is now decides (a loop that began as prose can run into a fence);
+        # a copy that opens or closes a fence is markdown around the code, not code alone
+        in_fence = fences.fenced(latest_raw) and not holds_fence_line(text)
         more_copies, more_chars = self._fence_factors if in_fence else (1.0, 1.0)
         if in_fence and facts.long_statement:
             more_copies = min(more_copies, LONG_CODE_LINE_FACTOR)
