@@ -48,6 +48,14 @@ MUTATIONS = {
         ("numbered_item", range(2), "zh", ("none", "space", "newline"), "text"),
         False,
     ),
+    # renumbered reads the marks Chinese text numbers its items with (12、, （十二）, 第十二条)
+    "renumbered zh marks": (
+        "rules/renumbered.py",
+        "if labelled is None:\n            return None",
+        "return None",
+        ("numbered_item", range(8), "zh", ("none", "newline"), "text"),
+        False,
+    ),
     # the rules that read shape.text_width (renumbered, the periodic rules, stutter, restate)
     # count a CJK char as two
     "shared CJK width": (

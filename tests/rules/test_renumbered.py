@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from tests.detect_helpers import stream
 
 from looprescue.detect import scan_text
@@ -80,3 +81,50 @@ def test_renumbered_list_is_not_a_loop():
     )
     assert scan_text(text, "text") == []
     assert scan_text(text, "reasoning") == []
+
+
+ZH_ITEM = "员工应严格遵守公司的各项规章制度，按时上下班。"  # 23 chars, 46 wide
+ZH_MARKS = {
+    "digits": lambda n: f"{n}、",
+    "parenthesised": lambda n: f"（{'一二三四五六七八九十'[n - 1]}）",
+    "words": lambda n: f"{'一二三四五六七八九十'[n - 1]}、",
+    "article": lambda n: f"第{'一二三四五六七八九十'[n - 1]}条 ",
+}
+
+
+@pytest.mark.parametrize("mark", sorted(ZH_MARKS))
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_a_chinese_list_mark_counts_on_as_a_list_number_does(mark, channel):
+    number = ZH_MARKS[mark]
+    lead = "公司考勤制度如下。\n\n" + number(1) + "上班时间为每天早上九点到下午六点。\n"
+    text = lead + "".join(f"{number(n)}{ZH_ITEM}\n" for n in range(2, 10))
+    for sizes in ((3,), (1, 5, 2)):
+        hit = stream(text, channel, sizes=sizes)
+        assert hit is not None and hit.rule in ("renumbered", "counter"), (mark, sizes)
+        assert hit.prune_offset == text.index(number(3) + ZH_ITEM), (mark, sizes)
+    # with a note between copies there is no period: only this rule sees it
+    note = "\n说明：本条自发布之日起执行。\n\n"
+    noted = lead + "".join(f"{number(n)}{ZH_ITEM}\n{note}" for n in range(2, 10))
+    hit = stream(noted, channel, sizes=(4,))
+    assert hit is not None and hit.rule == "renumbered", mark
+    assert hit.prune_offset == noted.index(number(3) + ZH_ITEM)
+
+
+def test_a_sentence_under_numbers_that_skip_is_a_plan_not_a_loop():
+    # a rest day says the same every week: its number moves on by seven, not by one
+    days = []
+    for day in range(1, 22):
+        if day % 7 == 0:
+            days.append(f"{day}. Rest day: a gentle walk and some stretching, nothing more.\n")
+        else:
+            days.append(f"{day}. Run {day % 5 + 3} km at an easy pace, then cool down.\n")
+    text = "Your three-week plan:\n\n" + "".join(days)
+    assert scan_text(text, "text") == []
+    assert stream(text, "reasoning", sizes=(3,)) is None
+    zh = "三周计划：\n\n" + "".join(
+        f"第{day}天 每周日休息一天，只做轻松的散步和拉伸。\n"
+        if day % 7 == 0
+        else f"第{day}天 慢跑{day % 5 + 3}公里，然后放松。\n"
+        for day in range(1, 22)
+    )
+    assert scan_text(zh, "text") == []

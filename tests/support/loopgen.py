@@ -550,22 +550,42 @@ def drifting(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+def _zh_numeral(n: int) -> str:
+    """``n`` (1 to 99) in Chinese words: 7 七, 12 十二, 20 二十, 35 三十五."""
+    digits = "一二三四五六七八九"
+    tens, ones = divmod(n, 10)
+    head = "" if tens == 0 else ("十" if tens == 1 else digits[tens - 1] + "十")
+    return head + (digits[ones - 1] if ones else "")
+
+
+# How a list numbers item ``n``: "12. ", then the marks of Chinese text.
+_ZH_ITEM_MARKS: tuple[Callable[[int], str], ...] = (
+    lambda n: f"{n}. ",
+    lambda n: f"{n}、",
+    lambda n: f"（{_zh_numeral(n)}）",
+    lambda n: f"{_zh_numeral(n)}、",
+    lambda n: f"第{_zh_numeral(n)}条 ",
+)
+
+
 def numbered_item(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A numbered item whose sentence stays while its number moves on, a note or a summary
     between some copies."""
     sentence = _sentence(rng, lang, 1)
     n0 = rng.randint(3, 9)
     note = "注意：" if lang == "zh" else "Note: "
+    # Chinese text numbers its items in marks of its own as often as with "12."
+    mark = rng.choice(_ZH_ITEM_MARKS) if lang != "en" else _ZH_ITEM_MARKS[0]
     parts = []
     for i in range(12):
-        item = f"{n0 + i}. {sentence}\n"
+        item = f"{mark(n0 + i)}{sentence}\n"
         r = rng.random()
         if r < 0.3:
             item += f"\n{note}{_sentence(rng, lang, 1)}\n\n"
         elif r < 0.5:
             item += "\n" + _join_prose(_distinct_sentences(rng, lang, 2)) + "\n\n"
         parts.append(item)
-    first = len(f"{n0}. {sentence}\n")
+    first = len(f"{mark(n0)}{sentence}\n")
     return _loop_case(
         "numbered_item",
         rng,

@@ -304,7 +304,13 @@ class Segmenter:
                 hit = self._table.on_row(line, start, end) or hit
             else:
                 self._table.end_table()
-        if kind is _LIST_ITEM and not clipped and self._items is not None and not self.in_fence:
+        if (
+            (kind is _LIST_ITEM or kind is _PROSE)
+            and not clipped
+            and self._items is not None
+            and not self.in_fence
+        ):
+            # (a Chinese list numbers its items in marks a line of prose may open with too)
             hit = self._items.on_item(line, start, end) or hit
         if kind is _FENCE:
             if self._code is not None:
