@@ -191,6 +191,14 @@ def _copies(a: _Unit, b: _Unit) -> bool:
     return near and not _names_differ(s, t)
 
 
+def _count(counts: dict[tuple[str, str], int], key: tuple[str, str], step: int) -> None:
+    left = counts.get(key, 0) + step
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
+
+
 def _names_differ(a: list[str], b: list[str]) -> bool:
     """Whether ``a`` and ``b`` (tokens in lower case) say a one-letter name (``c``, ``x``,
     ``B``) a different number of times: a formula restated with ``d`` for ``c`` is its next
@@ -211,6 +219,11 @@ class RehashRule(Rule):
         self._channel = channel
         self._count = 0  # units so far
         self._recent: deque[_Unit] = deque()  # the last LOOK_BACK units
+        # how many of them open with each pair of tokens, and end with each: a near copy
+        # shares one of the two with the unit it copies (``_copies``), so a unit that shares
+        # neither with any is compared with none of them
+        self._heads: dict[tuple[str, str], int] = {}
+        self._tails: dict[tuple[str, str], int] = {}
         self._said: deque[_Unit] = deque()  # the last SAID units
         self._by_body: dict[str, _Unit] = {}  # the last of them to say each body
         # the words the last LOOK_BACK units said (None: to be read again), for whether a copy
@@ -253,7 +266,7 @@ class RehashRule(Rule):
             if said is not None and said.numbers() != unit.numbers():
                 said = None  # (the numbers of a connector differ: a counted template's)
             copied = said
-            if copied is None and len(unit.tokens) >= EDITS_PER:
+            if copied is None and len(unit.tokens) >= EDITS_PER and self._may_copy(unit):
                 # (a unit of fewer tokens has no near copies: most sentences end here)
                 for before in reversed(self._recent):
                     if _copies(before, unit):
@@ -365,12 +378,21 @@ class RehashRule(Rule):
             self._vocabulary = words
         return words
 
+    def _may_copy(self, unit: _Unit) -> bool:
+        """Whether a recent unit opens or ends with the tokens ``unit`` does."""
+        tokens = unit.tokens
+        return (tokens[0], tokens[1]) in self._heads or (tokens[-2], tokens[-1]) in self._tails
+
     def _remember(self, unit: _Unit) -> None:
         """Keep a unit among the recent ones and the said ones, and forget the oldest."""
         recent = self._recent
         recent.append(unit)
+        _count(self._heads, (unit.tokens[0], unit.tokens[1]), 1)
+        _count(self._tails, (unit.tokens[-2], unit.tokens[-1]), 1)
         if len(recent) > LOOK_BACK:
-            recent.popleft()
+            old = recent.popleft()
+            _count(self._heads, (old.tokens[0], old.tokens[1]), -1)
+            _count(self._tails, (old.tokens[-2], old.tokens[-1]), -1)
         self._vocabulary = None
         self._by_body[unit.body] = unit
         if unit.label:
