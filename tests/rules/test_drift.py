@@ -13,6 +13,8 @@ from looprescue.detect import scan_text
 CHANNELS = ["text", "reasoning"]
 # drift's own verdict, where ``rehash`` (the same sentences said again) also cuts the copies
 ONLY_DRIFT = DetectorConfig(ignore=("rehash",))
+# and where ``paragraph`` (a long paragraph said again word for word) cuts the visible text
+BLOCK_DRIFT = DetectorConfig(ignore=("rehash", "paragraph"))
 
 
 def drifting(template: str, words: list[str], copies: int, seed: int = 1) -> list[str]:
@@ -459,3 +461,61 @@ def test_copies_all_the_same_are_left_to_the_periodic_rules(channel):
     text = "Blurb:\n\n" + (BOTTLE.format("slim") + "\n\n") * 6
     hit = stream(text, channel)
     assert hit is not None and hit.rule != "drift"
+
+
+# A reasoning block said again whole: its working lines are formulas, said word for word, and
+# one line of prose is said another way each time.
+GAP_METHOD = [
+    "The letters other than S are M, I, I, I, I, P and P: seven of them, so they can be lined "
+    "up in 7! / (4! · 2!) = 5040 / 48 = 105 ways.",
+    "With 7 letters in a row there are 8 gaps: one before the first letter, one after the "
+    "last, and 6 between them: _ X _ X _ X _ X _ X _ X _ X _.",
+    "The 4 S's go into 4 different gaps out of 8, and they are alike, so C(8, 4) = 70 ways.",
+    "So the count is 105 × 70 = 7350.",
+    "Of all 11! / (4! · 4! · 2!) = 34650 arrangements of the letters, that is about one in "
+    "five, which seems plausible.",
+    "{} Each choice of gaps gives one word, and each word with no two S's together comes from "
+    "one choice of gaps, so nothing is counted twice.",
+    "Does the problem ask only about the S's? It says no two S's are adjacent, so yes.",
+    "Let me go through the whole computation once more from the very start, to make sure "
+    "that no step of it has gone wrong.",
+]
+CHECKS = [
+    "Let me double-check by another method.",
+    "Let me verify this a second way.",
+    "Let me check that from another angle.",
+]
+# A diagnosis said again whole with one number changed in one paragraph each time.
+ZH_DIAGNOSIS = [
+    "第一，内存上限只有 256Mi，Spring Boot 应用启动时堆和元空间加起来很容易超过这个值，"
+    "如果没有设置最大堆比例，容器很可能会被系统杀掉。",
+    "第二，存活探针的初始延迟太短，应用启动一般要十几秒到几十秒，探针太早开始探测就会连续失败，"
+    "然后容器被重启，看起来就是反复崩溃。",
+    "排查步骤是先查看 Pod 的事件和上一次的状态，再看上一次崩溃前的日志，注意一定要看上一次的，"
+    "不然看到的是刚启动的容器，什么都还没有。",
+    "针对探针的问题，建议加一个启动探针，或者把存活探针的初始延迟调到 {} 秒左右，"
+    "这样应用有足够的时间完成启动和预热。",
+    "嗯，这几个点应该差不多覆盖了。那我再整体过一遍思路，确保回答的顺序合理，没有遗漏的地方。",
+]
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_block_of_working_lines_said_again_whole_is_a_loop(channel):
+    # the formula lines are no prose, but said word for word they are no step of a derivation
+    lead = "We count the words from MISSISSIPPI with no two S's next to each other.\n\n"
+    copies = ["\n\n".join(GAP_METHOD).format(check) + "\n\n" for check in CHECKS]
+    text = lead + "".join(copies)
+    hit = stream(text, channel, sizes=(5,), config=BLOCK_DRIFT)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.prune_offset == len(lead) + len(copies[0])
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_block_said_again_with_one_number_changed_is_a_loop(channel):
+    lead = "用户的 Pod 一直处于 CrashLoopBackOff 状态，我来分析一下原因。\n\n"
+    copies = ["\n\n".join(ZH_DIAGNOSIS).format(n) + "\n\n" for n in (60, 45, 90, 30)]
+    text = lead + "".join(copies)
+    hit = stream(text, channel, sizes=(3, 7), config=BLOCK_DRIFT)
+    assert hit is not None and hit.rule == "drift"
+    assert hit.prune_offset == len(lead) + len(copies[0])
+    assert hit.fired_at <= len(lead) + sum(map(len, copies[:3]))

@@ -105,6 +105,10 @@ RECOMBINED_SHARE: Final = 0.75
 _NONE: Final = 0
 _NEAR: Final = 1
 _LOOSE: Final = 2
+_RENUMBERED: Final = 3  # a loose copy with one number changed: never stale (``_one_number_apart``)
+# The fewest paragraphs of a block one of whose copies may change a number: a log's line or
+# two say the same but for a reading, and a reasoning block said again whole is longer.
+RENUMBERED_BLOCK: Final = 3
 # While a line is written, this many chars of it that a recent paragraph begins with hold it
 # back: it may be the next copy (a copy's change mostly comes later in it).
 PREFIX_CHARS: Final = 48
@@ -254,9 +258,9 @@ class DriftRule(LineRule):
             copies = self._recombined(paragraph, copies)
         if any(copies):
             paragraph.read_tokens()
-            if not _prose(body, len(paragraph.tokens)):
+            if not _prose(body, len(paragraph.tokens)) and not self._said_as_is(body):
                 self._reset()  # code or a derivation: lines a term apart are how they are
-                return None  # written
+                return None  # written (one said word for word is no step of it)
             if _LOOSE in copies:
                 stale = self._stale(paragraph)
         elif not self._running:
@@ -273,14 +277,17 @@ class DriftRule(LineRule):
                 continue
             copy = copies[lag - 1]
             if (
-                copy == _LOOSE
-                and not stale
+                ((copy == _LOOSE and not stale) or copy == _RENUMBERED)
                 and (self._runs[lag] == 0 or self._runs[lag] + 1 - self._loose[lag] < lag)
-            ):
-                # a loose copy that brings new words goes on a run of a block, one in each
-                # copy of the block at most: it neither opens a run nor carries a block of one
-                # paragraph (a schedule's days, each with its own names and places)
+            ) or (copy == _RENUMBERED and lag < RENUMBERED_BLOCK):
+                # a loose copy that brings new words (or a new number) goes on a run of a
+                # block, one in each copy of the block at most: it neither opens a run nor
+                # carries a block of one paragraph (a schedule's days, each with its own names
+                # and places); one with a number changed goes only on a block of
+                # RENUMBERED_BLOCK paragraphs or more (a log's line or two, a reading changed)
                 copy = _NONE
+            elif copy == _RENUMBERED:
+                copy = _LOOSE
             if copy == _NONE:
                 self._runs[lag] = 0
                 continue
@@ -368,6 +375,10 @@ class DriftRule(LineRule):
         if len(so_far) == PREFIX_CHARS:
             self._verdicts[line_start] = _LIKE
         return True
+
+    def _said_as_is(self, text: str) -> bool:
+        """Whether a recent paragraph said ``text`` word for word."""
+        return any(other.text == text for other in self._recent)
 
     def _stale(self, paragraph: _Paragraph) -> bool:
         """Whether a paragraph says nothing in words the recent paragraphs have not said: at
@@ -498,7 +509,9 @@ def _copy_of(a: _Paragraph, b: _Paragraph) -> int:
     a.read_numbers()
     b.read_numbers()
     if a.numbers != b.numbers and not _same_numbers(a.numbers, b.numbers):
-        return _NEAR if _one_sentence_apart(a, b) else _NONE
+        if _one_sentence_apart(a, b):
+            return _NEAR
+        return _RENUMBERED if _one_number_apart(a, b) else _NONE
     a.read_tokens()
     b.read_tokens()
     longer = max(len(a.tokens), len(b.tokens))
@@ -534,6 +547,22 @@ def _same_numbers(a: list[str], b: list[str]) -> bool:
     apart = Counter(a)
     apart.subtract(b)
     return sum(abs(n) for n in apart.values()) <= max(MIN_EDITS, max(len(a), len(b)) // EDITS_PER)
+
+
+def _one_number_apart(a: _Paragraph, b: _Paragraph) -> bool:
+    """Whether two paragraphs of ``STALE_TOKENS`` or more say the same words, one number
+    changed (``initialDelaySeconds`` raised to 60, then to 45). Such a copy is loose: a
+    block said again with one such change is a loop, but the one paragraph alone may be the
+    next case of a list (a loose copy neither opens a run nor carries a block of one)."""
+    if len(a.numbers) != len(b.numbers):
+        return False
+    if sum(x != y for x, y in zip(a.numbers, b.numbers, strict=True)) != 1:
+        return False
+    a.read_tokens()
+    b.read_tokens()
+    if len(a.tokens) != len(b.tokens) or len(a.tokens) < STALE_TOKENS:
+        return False
+    return sum(x != y for x, y in zip(a.tokens, b.tokens, strict=True)) == 1
 
 
 def _one_sentence_apart(a: _Paragraph, b: _Paragraph) -> bool:
