@@ -69,3 +69,55 @@ def test_quoting_the_same_code_twice_while_planning_an_edit():
     )
     assert scan_text(plan, "reasoning") == []
     assert scan_text(plan, "text") == []
+
+
+TRAVEL_DAY = (
+    "Check out by 10:00 and send your large suitcases ahead with the hotel's luggage service, "
+    "so that you travel light. Take the express train, reserve seats a day ahead, and buy a "
+    "boxed lunch at the station before you board. On arrival, drop your bags at the hotel and "
+    "keep the evening free: after a morning of packing and a long ride, a short walk and an "
+    "early dinner near the hotel are enough for the day.\n\n"
+)
+
+
+def _day(n: int, what: str) -> str:
+    return (
+        f"**Day {n}: {what}**\n"
+        f"Spend the morning at the old town's museum number {n}, then walk along the river to "
+        f"the market for lunch, and visit garden {n} in the afternoon before the evening "
+        f"walk through the lantern street, where the stalls open at dusk.\n\n"
+    )
+
+
+def test_a_paragraph_said_again_under_a_label_of_its_own_is_an_item():
+    # a plan's travel day written out again under the day it falls on: the next item
+    plan = (
+        "Here is the itinerary.\n\n"
+        + _day(1, "Arrival")
+        + "**Day 2: Travel to Kyoto**\n"
+        + TRAVEL_DAY
+        + _day(3, "Kyoto")
+        + "**Day 4: Travel to Tokyo**\n"
+        + TRAVEL_DAY
+        + _day(5, "Tokyo")
+    )
+    assert scan_text(plan, "text") == []
+    # the same paragraph under the same label each time names no item
+    again = "Here is the itinerary.\n\n" + "".join(
+        "**Travel day**\n" + TRAVEL_DAY + _day(n, "Sights") for n in (1, 2)
+    )
+    hit = stream(again, "text", sizes=(3,))
+    assert hit is not None and hit.rule == "paragraph"
+
+
+def test_a_list_written_out_again_is_left_to_the_cycle_rules():
+    week = (
+        "- **Mon:** Rest day. No running at all. A twenty-minute walk and some gentle mobility "
+        "work for hips, calves and ankles are fine.\n"
+        "- **Tue:** Intervals. Fifteen minutes of warm-up, then four fast laps of the track "
+        "with a slow jog between them, and a cool-down.\n"
+        "- **Wed:** An easy run of half an hour at a pace you could hold a conversation at, on "
+        "soft ground if you can find it.\n"
+    )
+    text = "### Week 1\n" + week + "\n### Week 2\n- **Mon:** Long run.\n\n### Week 3\n" + week
+    assert scan_text(text, "text") == []
