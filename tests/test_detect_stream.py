@@ -134,3 +134,21 @@ def test_ends_in_fence(shown, fenced):
     from looprescue.detect.segment import ends_in_fence
 
     assert ends_in_fence(shown) is fenced
+
+
+def test_a_request_read_piece_by_piece_bounds_a_list_as_the_whole_request_does():
+    # a session's scan keeps the largest count as the human's messages come, instead of
+    # reading them all again for every answer: the bound is the same
+    from looprescue.detect.asked import largest_count
+
+    request = ["Write a helper for the parser.", "Now give me 60 sample rows.", "Thanks, go on."]
+    rows = "".join(f'{{"id": {n}, "name": "sample", "active": true}}\n' for n in range(1, 150))
+    text = "Here are the rows:\n\n" + rows
+    whole = scan_text(text, "text", request=request)
+    kept = max(largest_count(piece) for piece in request)
+    assert whole and whole[0].rule == "counted"
+    assert scan_text(text, "text", request=request, asked_up_to=kept) == whole
+    # and a lower count kept moves the cut (to the 40 items any list may have): it is what
+    # bounds the list
+    earlier = scan_text(text, "text", request=request, asked_up_to=5)
+    assert earlier and earlier[0].prune_offset < whole[0].prune_offset

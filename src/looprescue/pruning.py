@@ -16,13 +16,17 @@ Language = Literal["auto", "zh", "en"]
 
 
 def first_hit(
-    text: str, channel: str, config: LoopRescueConfig, request: Sequence[str] = ()
+    text: str,
+    channel: str,
+    config: LoopRescueConfig,
+    request: Sequence[str] = (),
+    asked_up_to: int | None = None,
 ) -> Hit | None:
     """The loop to prune from a complete ``channel`` text: the one that starts earliest.
-    ``request``: what the human wrote before it (``detect.scan_text``)."""
+    ``request``, ``asked_up_to``: what the human wrote before it (``detect.scan_text``)."""
     if config.watch not in ("both", channel):
         return None  # the channel is not watched: never flagged, as in the proxy
-    hits = scan_text(text, channel, config, request)  # type: ignore[arg-type]
+    hits = scan_text(text, channel, config, request, asked_up_to)  # type: ignore[arg-type]
     return min(hits, key=lambda h: h.prune_offset) if hits else None
 
 

@@ -154,16 +154,18 @@ def scan_text(
     channel: Channel = "reasoning",
     config: DetectorConfig | LoopRescueConfig | None = None,
     request: Sequence[str] = (),
+    asked_up_to: int | None = None,
 ) -> list[Hit]:
     """Hits in a complete text: the same as streaming it in any chunking, then flushing.
     ``request``: what the human wrote before the text, one piece per message, the latest
     last; its ranges and counts bound the text's lists as the proxy's request does (empty:
-    no request, and ``rules.counted`` stays off)."""
+    no request, and ``rules.counted`` stays off). ``asked_up_to``: the largest count the
+    pieces name, when the caller keeps it as they come (``detector_for``)."""
     if not request:
         plain = ChannelDetector(channel, _detector_config(config))
         hit = plain.feed(text) or plain.flush()
     else:
-        detector = detector_for(config, request, watch="both")
+        detector = detector_for(config, request, watch="both", asked_up_to=asked_up_to)
         hit = detector.feed(channel, text) or detector.flush(channel)
     return [hit] if hit is not None else []
 
@@ -172,11 +174,15 @@ def detector_for(
     config: DetectorConfig | LoopRescueConfig | None,
     request: Sequence[str],
     watch: Watch | None = None,
+    asked_up_to: int | None = None,
 ) -> StreamDetector:
     """A detector for text written after ``request`` (what the human wrote, one piece per
     message, the latest last), as the proxy makes one for a request: the latest message's
     ranges and small counts bound the answer's lists, and any count the human named bounds a
-    counted template. No request: ``rules.counted`` stays off."""
+    counted template. No request: ``rules.counted`` stays off. ``asked_up_to``: that largest
+    count, when the caller keeps it as the pieces come (``largest_count`` of each piece, the
+    largest kept): a session's scan asks for a detector per answer, and reading every piece
+    again for each would cost the square of the session's length."""
     if not request:
         return StreamDetector(config, watch)
     prompt = request[-1]
@@ -184,6 +190,6 @@ def detector_for(
         config,
         watch,
         asked=asked_ranges(prompt),
-        asked_up_to=largest_count("\n".join(request)),
+        asked_up_to=largest_count("\n".join(request)) if asked_up_to is None else asked_up_to,
         sections=asked_sections(prompt),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from looprescue.config import LoopRescueConfig
+from looprescue.detect.asked import largest_count
 from looprescue.dsh.edit import encode_event
 from looprescue.dsh.findings import CHANNEL_OF_BLOCK
 from looprescue.dsh.log import SessionLog
@@ -93,11 +94,13 @@ def plan_clean(
     config = config or LoopRescueConfig()
     plan = CleanPlan(log)
     request: list[str] = []  # what the human wrote so far: it bounds the answers' lists
+    asked_up_to = 0  # the largest count it names (read once per message)
     for record in log.records():
         if record.type == "user/message" and record.view is not None:
             said = record.view.human_text()
             if said:
                 request.append(said)
+                asked_up_to = max(asked_up_to, largest_count(said))
         if record.type != "assistant/message" or record.line is None:
             continue
         event, view = record.event, record.view
@@ -107,7 +110,7 @@ def plan_clean(
             channel = CHANNEL_OF_BLOCK.get(block.type)
             if channel is None or block.text is None:
                 continue
-            hit = first_hit(block.text, channel, config, request)
+            hit = first_hit(block.text, channel, config, request, asked_up_to)
             if hit is not None:
                 keep[index] = hit.prune_offset
                 rules[index] = hit.rule

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 from looprescue.config import LoopRescueConfig
 from looprescue.detect import Hit, StreamDetector, detector_for
+from looprescue.detect.asked import largest_count
 from looprescue.dsh.narration import NarrationTracker
 from looprescue.dsh.records import Record, record_of
 from looprescue.dsh.views import AssistantMessage, Attempt, StreamEntry, text_deltas
@@ -71,11 +72,15 @@ def excerpt(text: str, start: int = 0) -> str:
 
 
 def replay_deltas(
-    stream: list[StreamEntry], config: LoopRescueConfig, request: Sequence[str] = ()
+    stream: list[StreamEntry],
+    config: LoopRescueConfig,
+    request: Sequence[str] = (),
+    asked_up_to: int | None = None,
 ) -> dict[int, tuple[str, str, Hit | None]]:
     """Feed a stream's deltas to a StreamDetector exactly as they arrived, one detector per
     block (as a proxy sees a fresh stream per block index). ``{index: (channel, text, hit)}``.
-    ``request``: what the human wrote before it, the latest last (``detect.scan_text``)."""
+    ``request``, ``asked_up_to``: what the human wrote before it, the latest last
+    (``detect.scan_text``)."""
     detectors: dict[int, StreamDetector] = {}
     texts: dict[int, tuple[str, list[str]]] = {}
     hits: dict[int, Hit] = {}
@@ -83,7 +88,7 @@ def replay_deltas(
         texts.setdefault(index, (channel, []))[1].append(text)
         detector = detectors.get(index)
         if detector is None:
-            detector = detectors[index] = detector_for(config, request)
+            detector = detectors[index] = detector_for(config, request, None, asked_up_to)
         hit = detector.feed(channel, text)  # type: ignore[arg-type]
         if hit is not None and index not in hits:
             hits[index] = hit
@@ -111,6 +116,7 @@ class SessionScanner:
         self._pending_attempts: list[Finding] = []
         # what the human wrote so far, the latest last: it bounds the answers' lists
         self._request: list[str] = []
+        self._asked_up_to = 0  # the largest count it names (read once per message)
         self._step_message_channels: set[str] = set()
         self._step: tuple[int | None, int | None] | None = None
 
@@ -128,6 +134,7 @@ class SessionScanner:
             said = view.human_text()
             if said:
                 self._request.append(said)
+                self._asked_up_to = max(self._asked_up_to, largest_count(said))
         elif kind == "assistant/attempt":
             if self._step is not None and self._step != step:
                 out.extend(self._close_step())
@@ -167,7 +174,7 @@ class SessionScanner:
             text = block.text
             if channel == "text":
                 visible.append(text)
-            hit = first_hit(text, channel, self.config, self._request)
+            hit = first_hit(text, channel, self.config, self._request, self._asked_up_to)
             finding = self._finding(event, step, "message", channel, index, text, hit, cost)
             if hit is not None:
                 self._step_message_channels.add(channel)
@@ -181,7 +188,7 @@ class SessionScanner:
         return [
             self._finding(event, step, "attempt", channel, index, text, hit)
             for index, (channel, text, hit) in sorted(
-                replay_deltas(view.stream, self.config, self._request).items()
+                replay_deltas(view.stream, self.config, self._request, self._asked_up_to).items()
             )
         ]
 
