@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Final
 
 from looprescue.detect.limits import CLAUSE_LETTERS
+from looprescue.detect.text import LineKind, classify_line
 
 # Characters that draw lines and borders: rules, table separators, box drawing, ellipses.
 _DIVIDER: Final = re.compile(r"[\s\-=_*~+|:.·•…—–─-╿▀-▟■□▪▫◆◇○●]*")
@@ -114,11 +115,10 @@ def looks_like_code(text: str) -> bool:
 
 
 def holds_fence_line(text: str) -> bool:
-    """Whether a line of ``text`` opens or closes a fence (it starts with three backticks or
-    three tildes)."""
+    """Whether a line of ``text`` opens or closes a fence (``LineKind.FENCE``)."""
     if "```" not in text and "~~~" not in text:
-        return False
-    return any(line.lstrip().startswith(("```", "~~~")) for line in text.split("\n"))
+        return False  # (the cheap look first: most copies hold no fence mark at all)
+    return any(classify_line(line.strip()) is LineKind.FENCE for line in text.split("\n"))
 
 
 def numbered_item_body(text: str) -> str | None:

@@ -55,7 +55,9 @@ LABEL_CHARS: Final = 100
 
 def _label_before(raw: str, at: int) -> str:
     """The label line right above the line at ``at`` (blank lines between skipped), or ""."""
-    end = len(raw[:at].rstrip())
+    end = at
+    while end > 0 and raw[end - 1].isspace():
+        end -= 1  # (a few blank chars: no copy of the window's text before it)
     line = raw[raw.rfind("\n", 0, end) + 1 : end].strip()
     if not line or len(line) > LABEL_CHARS:
         return ""
