@@ -29,10 +29,12 @@ or the first version of the code is kept, and the copies after it are the loop.
 It holds nothing back: a fence is known only once it is written. What the other rules'
 watermark let out past the cut is the hit's lead-in (the channel counts it).
 
-How it stays incremental. Each line inside a fence is read once and added to the fence's text
-(spacing folded), up to ``MAX_CHARS``; the fences of the last stretch are kept by their text,
-at most ``MAX_FENCES`` of them, and the latest sentences, at most ``MAX_HEARD``. Two fences are
-compared once, by their sets of lines.
+How it stays incremental. Each line inside a fence is read once and kept (spacing folded), up
+to ``MAX_CHARS`` of them; the fences of the last stretch are kept by their text, at most
+``MAX_FENCES`` of them, and the latest sentences, at most ``MAX_HEARD``. The open fence's text
+is joined and looked up only when its length is one a kept fence has: joined at every line,
+a long fence would cost the square of its length. Two fences are compared once, by their
+sets of lines.
 """
 
 from __future__ import annotations
@@ -90,10 +92,12 @@ class RefencedRule(Rule):
 
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
-        self._text = ""  # the open fence's lines so far, spacing folded
+        self._text: list[str] = []  # the open fence's lines so far, spacing folded
+        self._chars = 0  # their chars, each line's break counted
         self._lines = 0  # its lines that are not blank (-1: too long to follow)
         self._start = 0  # where its first line begins
         self._seen: dict[str, _Fence] = {}
+        self._lengths: dict[int, int] = {}  # how many kept fences have each length
         self._said = 0  # new sentences of prose so far
         self._heard: dict[str, None] = {}  # the latest sentences, to tell a new one
         # The run: fences one soon after the other, each a near-copy of the one before.
@@ -125,13 +129,18 @@ class RefencedRule(Rule):
             return None
         if not self._lines:
             self._start = start
-        self._text += " ".join(line.split()) + "\n"
+        folded = " ".join(line.split()) + "\n"
+        self._text.append(folded)
+        self._chars += len(folded)
         self._lines += 1
-        if len(self._text) > MAX_CHARS:
+        if self._chars > MAX_CHARS:
             self._lines = -1
             return None
-        fence = self._seen.get(self._text)
-        if fence is None or fence.copies < THIRD_TIME - 1 or self._lines < MIN_LINES:
+        if self._lines < MIN_LINES or self._chars not in self._lengths:
+            return None  # (no kept fence is as long: most lines)
+        text = "".join(self._text)
+        fence = self._seen.get(text)
+        if fence is None or fence.copies < THIRD_TIME - 1:
             return None
         in_run = fence.run == self._run and self._soon_after(self._last_end, self._last_said, False)
         if not (in_run or self._soon_after(fence.last_end, fence.said, False)):
@@ -150,14 +159,14 @@ class RefencedRule(Rule):
             fired_at=end,
             repeats=float(THIRD_TIME),
             period=None,
-            evidence=excerpt(self._text.replace("\n", " / ")),
+            evidence=excerpt(text.replace("\n", " / ")),
         )
 
     def end_fence(self, end: int) -> None:
         """A fence line that ends at ``end``: it closes the fence when lines came since the
         last one (an opening line, or an empty fence's closing one, resets the text)."""
-        text, lines = self._text, self._lines
-        self._text, self._lines = "", 0
+        text, lines = "".join(self._text), self._lines
+        self._text, self._chars, self._lines = [], 0, 0
         if lines < MIN_LINES:
             return
         held = frozenset(text.split("\n"))
@@ -176,8 +185,9 @@ class RefencedRule(Rule):
         fence = self._seen.get(text)
         if fence is None:
             if len(self._seen) >= MAX_FENCES:
-                del self._seen[next(iter(self._seen))]
+                self._forget(next(iter(self._seen)))
             self._seen[text] = _Fence(self._start, end, self._said, self._run)
+            self._lengths[len(text)] = self._lengths.get(len(text), 0) + 1
             return
         second = fence.copies == 1
         if fence.run == self._run or self._soon_after(fence.last_end, fence.said, second):
@@ -186,6 +196,14 @@ class RefencedRule(Rule):
             fence.copies = 1  # too much between: its copies count again from here
             fence.start, fence.first_end = self._start, end
         fence.last_end, fence.said, fence.run = end, self._said, self._run
+
+    def _forget(self, text: str) -> None:
+        del self._seen[text]
+        left = self._lengths[len(text)] - 1
+        if left:
+            self._lengths[len(text)] = left
+        else:
+            del self._lengths[len(text)]
 
     def _soon_after(self, end: int, said: int, second: bool) -> bool:
         """Whether the open fence comes soon after a fence that ended at ``end`` when ``said``
