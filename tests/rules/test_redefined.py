@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests.detect_helpers import stream
 
 from looprescue.config import DetectorConfig
+from looprescue.detect.rules import redefined
 from looprescue.detect.rules.redefined import is_definition
 
 CHANNELS = ["text", "reasoning"]
@@ -124,3 +127,17 @@ def test_each_fence_is_judged_alone():
 )
 def test_what_opens_a_definition(line, expected):
     assert is_definition(line) is expected
+
+
+_OPENERS = [*sorted(redefined._OPENING_WORDS), "functional", "classes", "enumerate", "x", "Def"]
+
+
+@given(
+    st.sampled_from(_OPENERS),
+    st.text(alphabet=" \t*()<>[]$.,=:&{}_abcdefnstu", max_size=24),
+)
+def test_the_first_word_gate_passes_every_line_the_patterns_match(word, rest):
+    # the gate only saves the patterns' work: a line either pattern matches always passes it
+    line = word + rest
+    if redefined._HEADER.match(line) or redefined._SCOPE.match(line):
+        assert redefined._may_open(line)

@@ -70,6 +70,20 @@ _SCOPE: Final = re.compile(
     """
 )
 
+# The words a header or a type's line may open with (each pattern above is matched at a line's
+# start, its first word whole): a line that opens with none of them is neither, and most code
+# lines are told so without trying the patterns.
+_OPENING_WORDS: Final = frozenset(
+    {
+        *("export", "async", "def", "function", "func", "fn", "sub", "pub", "public"),
+        *("private", "protected", "internal", "static", "final", "override", "virtual"),
+        *("abstract", "synchronized", "const", "let", "var", "data", "sealed", "open"),
+        *("class", "struct", "impl", "trait", "interface", "object", "module", "namespace"),
+        *("enum", "extension", "protocol"),
+    }
+)
+_FIRST_WORD: Final = re.compile(r"[a-z]+")
+
 
 # The last line of a definition in a language of braces or of ``end``.
 _CLOSER: Final = re.compile(r"[})\]]|end\b")
@@ -77,7 +91,13 @@ _CLOSER: Final = re.compile(r"[})\]]|end\b")
 
 def is_definition(line: str) -> bool:
     """Whether a stripped line of code opens a named function or method."""
-    return _HEADER.match(line) is not None
+    return _may_open(line) and _HEADER.match(line) is not None
+
+
+def _may_open(line: str) -> bool:
+    """Whether a stripped line opens with a word a header or a type's line opens with."""
+    word = _FIRST_WORD.match(line)
+    return word is not None and word.group() in _OPENING_WORDS
 
 
 class RedefinedRule(Rule):
@@ -120,11 +140,12 @@ class RedefinedRule(Rule):
             closing = indent == self._indent and _CLOSER.match(line) is not None
             if not closing:
                 self._close()
-        folded = " ".join(line.split())
-        header = not closing and is_definition(line)
-        if header or (not closing and _SCOPE.match(line) is not None):
+        opens = not closing and _may_open(line)
+        header = opens and _HEADER.match(line) is not None
+        if header or (opens and _SCOPE.match(line) is not None):
             self._close()
             where = "\n".join(outer for _, outer in opened)
+            folded = " ".join(line.split())
             opened.append((indent, folded))
             if not header:
                 return None  # a type: the definitions under it are its own
@@ -134,7 +155,7 @@ class RedefinedRule(Rule):
             if self._lines >= MAX_LINES:
                 self._lines = 0  # too long to follow: no definition of a loop
                 return None
-            self._key += "\n" + folded
+            self._key += "\n" + " ".join(line.split())
             self._lines += 1
         else:
             return None
