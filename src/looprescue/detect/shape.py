@@ -75,13 +75,17 @@ CLAUSE_MARKS: Final = "，,、；;"
 CLAUSE_MARK: Final = re.compile(f"[{CLAUSE_MARKS}]")
 CLAUSE_MARK_CHARS: Final = frozenset(CLAUSE_MARKS)
 NO_SPACES_SCRIPT: Final = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+# runs of such chars: counted by the run, a Chinese sentence is a few matches, not one a char
+_NO_SPACES_RUN: Final = re.compile(NO_SPACES_SCRIPT.pattern + "+")
 
 
 def text_width(text: str) -> int:
     """Chars, with a char of a script written without spaces counted twice: one such char
     says about as much as two of an alphabet (a CJK sentence is half as long as its English
     translation), and costs a model one or two tokens where English costs a third of one."""
-    return len(text) + len(NO_SPACES_SCRIPT.findall(text))
+    if text.isascii():
+        return len(text)  # (most text: nothing to count twice)
+    return len(text) + sum(map(len, _NO_SPACES_RUN.findall(text)))
 
 
 def char_widths(text: str) -> list[int]:
