@@ -250,11 +250,10 @@ class TextWindow:
             end_state = _NO_END
         for match in _FOLDABLE.finditer(piece, last):
             begin, end = match.span()
-            if not "0" <= piece[begin] <= "9":
-                begin += 1  # the sentence end stays as it is; the whitespace after it folds
-            parts.append(piece[last:begin])
-            size = end - begin
             if "0" <= piece[begin] <= "9":
+                if last < begin:
+                    parts.append(piece[last:begin])
+                size = end - begin
                 if size == 1:
                     parts.append("0")
                 else:
@@ -263,7 +262,8 @@ class TextWindow:
                     rstart.append(raw_start + begin)
                     rend.append(raw_start + cut)
                     removed += cut - begin - 1
-                    parts.append("0" + piece[cut:end])  # digits past a number's length stay
+                    # (digits past a number's length stay)
+                    parts.append("0" if cut == end else "0" + piece[cut:end])
                 last = end
                 if piece[end : end + 1] in _ORDINAL_FIRST:  # rare: most numbers end a word
                     letters = _ordinal_letters(piece, end, 2)
@@ -272,7 +272,11 @@ class TextWindow:
                 end_state = _NO_END
                 continue
             # whitespace after a sentence end: one space after a Latin one (the placeholder),
-            # none after a full-width one (the end itself is the placeholder)
+            # none after a full-width one (the end itself is the placeholder); the end stays
+            # as it is
+            begin += 1
+            parts.append(piece[last:begin])
+            size = end - begin
             if piece[begin - 1] in _LATIN_ENDS:
                 placeholder, start, dropped = fstart + begin - removed, raw_start + begin, size - 1
                 parts.append(" ")
