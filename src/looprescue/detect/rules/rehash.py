@@ -155,18 +155,18 @@ def _read(sentence: str) -> tuple[list[str], list[str], str]:
     """A unit's tokens (lower case, its connector left out), its connector's tokens, and its
     label (a connector that ends with a colon: ``Thursday:``)."""
     lowered = sentence.lower()
-    body, head, label = lowered, [], ""
+    body_from, head, label = 0, [], ""
     mark = _CONNECTOR_END.search(lowered, 0, CONNECTOR_CHARS)
     if mark is not None:
         head = TOKEN.findall(lowered, 0, mark.start())
         # (a word weighs three, a CJK char two: ``In other words``, ``再强调一次``)
         if sum(2 if _CJK.match(token) else 3 for token in head) <= CONNECTOR_WEIGHT:
-            body = lowered[mark.end() :]
+            body_from = mark.end()
             if mark.group() in ":：":
                 label = " ".join(head)
         else:
             head = []
-    return TOKEN.findall(body), head, label
+    return TOKEN.findall(lowered, body_from), head, label
 
 
 def _copies(a: _Unit, b: _Unit) -> bool:
