@@ -196,6 +196,13 @@ def _sentence(rng: random.Random, lang: str, half: int | None = None) -> str:
     half of the lists only: a preamble and a loop drawn from different halves share no
     sentence a word or two apart, as a model's planning and the loop it then falls into
     rarely do."""
+    return _said(*_sentence_parts(rng, lang, half))
+
+
+def _sentence_parts(
+    rng: random.Random, lang: str, half: int | None = None
+) -> tuple[str, tuple[str, str, str, str]]:
+    """The language and the four parts of a sentence ``_sentence`` would draw."""
     if lang == "mixed":
         lang = rng.choice(("zh", "en"))
 
@@ -203,28 +210,52 @@ def _sentence(rng: random.Random, lang: str, half: int | None = None) -> str:
         return rng.choice(words if half is None else words[half::2])
 
     if lang == "zh":
-        return (
-            pick(_ZH_SUBJECTS)
-            + rng.choice(_ZH_VERBS)
-            + pick(_ZH_OBJECTS)
-            + "，"
-            + rng.choice(_ZH_TAILS)
-            + "。"
+        parts = (
+            pick(_ZH_SUBJECTS),
+            rng.choice(_ZH_VERBS),
+            pick(_ZH_OBJECTS),
+            rng.choice(_ZH_TAILS),
         )
-    text = " ".join(
-        (pick(_EN_SUBJECTS), rng.choice(_EN_VERBS), pick(_EN_OBJECTS), rng.choice(_EN_TAILS))
-    )
+    else:
+        parts = (
+            pick(_EN_SUBJECTS),
+            rng.choice(_EN_VERBS),
+            pick(_EN_OBJECTS),
+            rng.choice(_EN_TAILS),
+        )
+    return lang, parts
+
+
+def _said(lang: str, parts: tuple[str, str, str, str]) -> str:
+    if lang == "zh":
+        return parts[0] + parts[1] + parts[2] + "，" + parts[3] + "。"
+    text = " ".join(parts)
     return text[0].upper() + text[1:] + "."
 
 
-def _distinct_sentences(rng: random.Random, lang: str, n: int, half: int | None = 1) -> list[str]:
+def _distinct_sentences(
+    rng: random.Random, lang: str, n: int, half: int | None = 1, apart: bool = False
+) -> list[str]:
+    """``n`` sentences, no two the same. With ``apart``, no two a part apart either: the
+    sentences of one copy of a loop's unit. A copy that says a sentence twice with one word
+    changed restates itself, and a rule may rightly cut there, inside what the matrix holds
+    to be the first copy."""
     seen: set[str] = set()
+    drawn: list[tuple[str, tuple[str, str, str, str]]] = []
     out: list[str] = []
     while len(out) < n:
-        s = _sentence(rng, lang, half)
-        if s not in seen:
-            seen.add(s)
-            out.append(s)
+        said_in, parts = _sentence_parts(rng, lang, half)
+        s = _said(said_in, parts)
+        if s in seen:
+            continue
+        if apart and any(
+            other_in == said_in and sum(a == b for a, b in zip(parts, other, strict=True)) >= 3
+            for other_in, other in drawn
+        ):
+            continue
+        seen.add(s)
+        drawn.append((said_in, parts))
+        out.append(s)
     return out
 
 
@@ -417,7 +448,7 @@ def rotation(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
 
 def sentence_cycle(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """One to three sentences said again and again."""
-    unit_sentences = _distinct_sentences(rng, lang, rng.randint(1, 3))
+    unit_sentences = _distinct_sentences(rng, lang, rng.randint(1, 3), apart=True)
     after = _joiner(rng, "space" if sep == "random" else sep, lang)
     unit = "".join(s + after(s) for s in unit_sentences)
     copies = max(6, 1 + 1500 // width(unit))
@@ -445,7 +476,10 @@ def short_block(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
 def paragraph_blocks(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """A block of one to twelve paragraphs (up to 4,000 chars) written again and again."""
     n = rng.randint(1, 12)
-    paras = [_join_prose(_distinct_sentences(rng, lang, rng.randint(2, 4))) for _ in range(n)]
+    sizes = [rng.randint(2, 4) for _ in range(n)]
+    # (drawn together: no sentence of the block a part apart from another)
+    sentences = _distinct_sentences(rng, lang, sum(sizes), apart=True)
+    paras = [_join_prose(sentences[sum(sizes[:i]) : sum(sizes[: i + 1])]) for i in range(n)]
     while len("\n\n".join(paras)) > 3900:
         paras.pop()
     gap = "\n" if sep == "newline" else "\n\n"
