@@ -30,7 +30,7 @@ It holds nothing back: a fence is known only once it is written. What the other 
 watermark let out past the cut is the hit's lead-in (the channel counts it).
 
 How it stays incremental. Each line inside a fence is read once and kept (spacing folded), up
-to ``MAX_CHARS`` of them; the fences of the last stretch are kept by their text, at most
+to ``MAX_CHARS`` chars in all; the fences of the last stretch are kept by their text, at most
 ``MAX_FENCES`` of them, and the latest sentences, at most ``MAX_HEARD``. The open fence's text
 is joined and looked up only when its length is one a kept fence has: joined at every line,
 a long fence would cost the square of its length. Two fences are compared once, by their
