@@ -116,6 +116,14 @@ MUTATIONS = {
         ("letters", range(3), "en", ("newline", "blank"), "reasoning"),
         False,
     ),
+    # a log's reading with a status line after some of them is a log as a reading alone is
+    "counter readings with status lines": (
+        "rules/counter.py",
+        'and (shape not in ("item", "block") or not a_reading(',
+        'and (shape != "item" or not a_reading(',
+        ("readings", range(12), "en", ("blank",), "reasoning"),
+        False,
+    ),
     # lines that differ in their numbers alone are a log's readings
     "reprise shapes guard": (
         "rules/reprise.py",

@@ -1473,19 +1473,26 @@ _READINGS = {
 }
 
 
+_STATUS = {"zh": ["正常。", "重试。", "已连接。"], "en": ["OK.", "Retrying.", "Connected."]}
+
+
 def readings(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """Log lines that read one value again and again (a queue's depth, a latency): the line
-    stays, its number rises and falls; now and then a timestamp in front."""
+    stays, its number rises and falls; now and then a timestamp in front, and in some logs a
+    short status line after some of the readings (``OK.``, ``重试。``)."""
     base = rng.choice(("zh", "en")) if lang == "mixed" else lang
     line = rng.choice(_READINGS[base])
     low, high = rng.choice(((0, 9), (1, 99), (100, 400)))
     stamped = rng.random() < 0.5
+    status = rng.random() < 0.5
     minute = rng.randint(0, 20)
     lines = []
     for _ in range(rng.randint(25, 70)):
         minute += rng.randint(1, 3)
         stamp = f"[{minute // 60:02d}:{minute % 60:02d}] " if stamped else ""
         lines.append(stamp + line.format(v=rng.randint(low, high)))
+        if status and rng.random() < 0.4:
+            lines.append(stamp + rng.choice(_STATUS[base]))
     return _healthy("readings", rng, lang, channel, "\n".join(lines) + "\n")
 
 

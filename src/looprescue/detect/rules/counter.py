@@ -20,7 +20,8 @@ JSON array, log lines, numbered stubs or SQL seed rows. So code and data (``look
 anything inside a fence) never fire; a one-line item whose index counts up or down by one step
 is an enumeration; a log of measurements, whose copies change many numbers, passes
 (``counterMaxChangingNumbers``), and so does a log's line that reads one value again and again,
-a number that rises and falls (``a_reading``; a list item is no log line); and an answer key
+a number that rises and falls, a status line or two between some of the readings
+(``a_reading``; a list item is no log line); and an answer key
 whose lines each open with a label counting up, however its answers repeat (``numbered_lines``).
 Only the request says where an asked list should stop: that is the ``overrun`` rule's. A counter
 needs one copy more than a cycle of the same unit (a prose block or a list item whose words
@@ -180,21 +181,22 @@ def counter_shape_ready(
 
 
 def a_reading(numbers: NumbersByLine, win: TextWindow, latest: int, unit: int, copies: int) -> bool:
-    """Whether a one-line template is a log's line: a whole line, no list item, with a number
-    that rises and falls (``READING_TURNS`` times each at least over the last
-    ``READING_COPIES`` copies, once each while there are fewer), or that stays as often and
-    moves by steps of two sizes or more. A log reads a value again and again (``queue depth
-    3``, ``7``, ``2``; a draining queue: ``7``, ``7``, ``6``, ``5``, ``5``, ``2``); a loop's
-    numbers stay, count, or drift on (``PEP 40``, ``PEP 43``, ``PEP 44``), and a list of the
-    same words under wandering numbers is a list, not a log."""
+    """Whether a template is a log's lines: whole lines, no list item among them (a status
+    line may come between the readings: ``Retrying.``), with a number that rises and falls
+    (``READING_TURNS`` times each at least over the last ``READING_COPIES`` copies, once each
+    while there are fewer), or that stays as often and moves by steps of two sizes or more. A
+    log reads a value again and again (``queue depth 3``, ``7``, ``2``; a draining queue:
+    ``7``, ``7``, ``6``, ``5``, ``5``, ``2``); a loop's numbers stay, count, or drift on (``PEP
+    40``, ``PEP 43``, ``PEP 44``), and a list of the same words under wandering numbers is a
+    list, not a log."""
     spans = copy_spans(win, latest, unit, min(copies, READING_COPIES))
     # Fewer copies than that: a number that rose and fell once already may be a reading; the
     # run is judged again at the next checkpoint, with more copies.
     turns = READING_TURNS if len(spans) >= READING_COPIES else 1
-    line = win.slice(*spans[-1])
-    if not line.endswith("\n") or "\n" in line[:-1]:
+    lines = win.slice(*spans[-1])
+    if not lines.endswith("\n"):
         return False
-    if classify_line(line.strip()) is LineKind.LIST_ITEM:
+    if any(classify_line(line.strip()) is LineKind.LIST_ITEM for line in lines.splitlines()):
         return False
     rows = [numbers.values(win, span) for span in spans]
     for position in range(min(len(row) for row in rows)):
@@ -274,13 +276,8 @@ def is_counter_loop(
     renumbered item whose content is gone."""
     return (
         changes <= changes_allowed(cfg, shape)
-        and (
-            shape != "item"
-            or (
-                not_an_enumeration(numbers, win, spans)
-                and not a_reading(numbers, win, latest, unit, copies)
-            )
-        )
+        and (shape != "item" or not_an_enumeration(numbers, win, spans))
+        and (shape not in ("item", "block") or not a_reading(numbers, win, latest, unit, copies))
         and (shape != "renumbered" or content_gone(copy_texts(win, latest, unit, 6)))
         and (shape != "block" or not numbered_lines(win, spans))
     )
