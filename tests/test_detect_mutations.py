@@ -116,6 +116,15 @@ MUTATIONS = {
         ("letters", range(3), "en", ("newline", "blank"), "reasoning"),
         False,
     ),
+    # a window of sentences alone, all said again, is a block said again with words changed:
+    # drift keeps one copy of it, where pool would cut inside the second
+    "pool whole window needs phrases": (
+        "rules/pool.py",
+        "if not self._run.has_recurring():",
+        "if False:",
+        ("drifting", range(962, 965), "zh", ("none",), "reasoning"),
+        False,
+    ),
     # a log's reading with a status line after some of them is a log as a reading alone is
     "counter readings with status lines": (
         "rules/counter.py",

@@ -359,6 +359,58 @@ def test_an_enumeration_of_short_answers_is_no_pool(channel):
     assert scan_text("Going through each statement.\n" + key, channel) == []
 
 
+_MIXED_WIDTHS = {
+    "en": [
+        "So the answer is 3.",
+        "So there are 3 r's.",
+        "Wait, let me recount the letters one by one: s-t-r-a-w.",
+        "Hmm, but let me count them again to be sure of the total.",
+    ],
+    "zh": [
+        "所以答案是3。",
+        "总共有3个r。",
+        "等等，让我再从头到尾仔细地数一遍这个单词里的每一个字母。",
+        "嗯，不过为了确保万无一失，我还是再逐个字母检查一遍吧。",
+    ],
+}
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_pool_with_longer_sentences_among_its_phrases(lang, channel):
+    # An answer and a recount, each said one of two ways, drawn in no order: the recounts are
+    # past poolMaxPhraseChars, so the phrases alone cover half the window, yet every unit of
+    # it recurs. A pool, cut where its streak of repeats began: a form's first appearance may
+    # stay, and a repeat or two before a new form restarted the streak.
+    rng = random.Random(5)
+    forms = _MIXED_WIDTHS[lang]
+    units = []
+    for _ in range(40):
+        units += [rng.choice(forms[:2]), rng.choice(forms[2:])]
+    text = LEAD + "\n".join(units) + "\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "pool"
+    kept = text[len(LEAD) : hit.prune_offset]
+    assert len(kept.splitlines()) <= 2 * len(forms)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_longer_sentences_said_again_between_new_ones_are_no_pool(lang):
+    # The same forms, but a case of its own between every few of them: the checks of a
+    # search say their verdicts again, yet each step brings something new.
+    rng = random.Random(5)
+    forms = _MIXED_WIDTHS[lang]
+    lines = []
+    for n in range(40):
+        lines.append(
+            f"第{n + 1}种情况：取x={n * 7 + 3}，代入后得到{n * n + 11}。"
+            if lang == "zh"
+            else f"Case {n + 1}: with x = {n * 7 + 3} the sum comes to {n * n + 11}."
+        )
+        lines += [forms[rng.choice([0, 2, 3])] for _ in range(2)]
+    assert stream(LEAD + "\n".join(lines) + "\n", "reasoning") is None
+
+
 def test_copies_that_differ_in_a_word_rotate_as_a_pool():
     rng = random.Random(9)
     forms = ["Let me check the file.", "Let me check the code.", "Let me check the test."]

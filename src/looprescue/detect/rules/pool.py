@@ -3,7 +3,11 @@
 Catches reshuffled bleeds such as ``好。/输出。/Go./OK./Let me write.`` that have no exact period.
 Over the last ``poolWindow`` counted sentences, at least ``poolMinCoverage`` of them must be
 short phrases that occur at least twice in the window, and the pool of such phrases must be a
-handful (``poolMaxPhrases``), at least ``poolMinDistinct`` of them. One phrase alone is enough
+handful (``poolMaxPhrases``), at least ``poolMinDistinct`` of them. A window in which every
+sentence recurs is a pool too when some of its sentences are wider than phrases, from a
+handful all told (``So the answer is 3.``, then ``Wait, let me recount:
+s-t-r-a-w-b-e-r-r-y.``, each said one of two ways, in no order): nothing new comes, though the
+phrases alone fill only half the window. One phrase alone is enough
 by default: its copies may differ in whitespace, which an exact cycle does not allow. Phrases
 are compared with inner whitespace folded and a counter label in front dropped
 (``Day 3: Rest``), so a labelled list whose items come from a handful of words is a pool too,
@@ -238,6 +242,38 @@ class PoolRule(Rule):
         elif n >= 2:
             self._covered -= 1
 
+    def _whole_window(self) -> bool:
+        """Whether every unit of the window recurs in it, some of them sentences too wide for
+        phrases, from a handful: the model draws a few phrases and a sentence or two again and
+        again in no order (``So the answer is 3.``, ``Wait, let me recount:
+        s-t-r-a-w-b-e-r-r-y.``). Healthy text that says a longer sentence again now and then
+        (a case checked, then the next one) says something new between. Some of it must be
+        phrases short enough to be held (``HOLD_CHARS``), said twice since the last new
+        sentence: sentences alone, a block of them said again with a word changed, are
+        ``drift``'s and ``rehash``'s, which keep one copy of the block."""
+        if not self._run.has_recurring():
+            return False
+        counts: dict[str, int] = {}
+        wide = False
+        for key, _, sentence in islice(reversed(self._recent), self._window_size):
+            if key is None:
+                # (asked only while phrases recur in the window: rare in most text)
+                key = self._wide_phrase(sentence)
+                if key is None:
+                    return False  # a sentence too long to keep, or a formula: no rotation
+                wide = True
+            counts[key] = counts.get(key, 0) + 1
+        return wide and len(counts) <= self._max_phrases and all(n >= 2 for n in counts.values())
+
+    def _wide_phrase(self, sentence: str) -> str | None:
+        """The phrase of a sentence too wide for one, or None for a unit that has none to say
+        again (a sentence too long to keep, a formula)."""
+        if sentence is LONG_SENTENCE:
+            return None
+        known = self._phrase_of.get(sentence)
+        phrase = known[0] if known is not None else normalize_phrase(sentence)
+        return None if notation(phrase) else phrase
+
     def _note_width(self, start: int, wide: int) -> None:
         """Note a sentence from ``start`` with ``wide`` CJK chars (counted once more)."""
         if wide:
@@ -319,11 +355,13 @@ class PoolRule(Rule):
             # a long sentence said again is the loop's too: a pool of sentences of several
             # widths (a block said again) is cut where its repeats began; a formula or code
             # said again is no such repeat (an equation restated in a derivation)
-            self._repeats.add(said and not notation(phrase), start)
+            again = said and not notation(phrase)
+            self._repeats.add(again, start)
         elif phrase and notation(phrase):
             # a formula or a line of code: no phrase of a pool, and no repeat (an equation
             # restated), but a unit between the run's, against its coverage
             key = None
+            again = False
             self._run.add(None, start)
             self._repeats.add(False, start)
         elif phrase:
@@ -334,7 +372,8 @@ class PoolRule(Rule):
             # a Chinese sentence of 15 chars is a clause, no 好。 or 输出。)
             self._run.add(key if phrase_width <= HOLD_CHARS else None, start)
             seen = self._counts.get(key, 0)
-            self._repeats.add(seen > 0, start)
+            again = seen > 0
+            self._repeats.add(again, start)
             self._counts[key] = seen + 1
             if seen == 1:
                 self._covered += 2
@@ -349,10 +388,13 @@ class PoolRule(Rule):
             old = recent[-self._window_size - 1][0]  # the unit that just left the window
             if old is not None:
                 self._dec(old)
-        if (
-            len(recent) >= self._window_size
-            and self._covered >= self._need
-            and self._min_distinct <= self._pool_size <= self._max_phrases
+        if len(recent) >= self._window_size and (
+            (
+                self._covered >= self._need
+                and self._min_distinct <= self._pool_size <= self._max_phrases
+            )
+            # (a window whose every unit recurs ends with one said before)
+            or (again and self._covered >= 2 and self._whole_window())
         ):
             # an onset is a unit of the run or the streak's start: while both are younger than
             # poolMinChars there is nothing to fire yet, and no need to look for it
