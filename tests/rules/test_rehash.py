@@ -215,3 +215,38 @@ def test_the_rule_can_be_switched_off():
     text, _ = said_again(EN_LEAD, EN_SAID, EN_WAYS, EN_CONNECTORS)
     off = DetectorConfig(ignore=("rehash",))
     assert all(hit.rule != "rehash" for hit in scan_text(text, "text", off))
+
+
+# one token each: a swap is one edit (``double-check`` for ``confirm`` would be two)
+_RECHECK_SLOTS = [
+    ["check", "confirm", "recheck", "verify"],
+    ["7", "seven"],
+    ["equals", "gives", "is"],
+]
+
+
+def _rechecks(rng: random.Random, lines: int) -> list[str]:
+    """A short check said again line after line, one slot's word swapped each time."""
+    choice = [0, 0, 0]
+    out = []
+    for _ in range(lines):
+        slot = rng.randrange(len(choice))
+        choice[slot] = rng.randrange(len(_RECHECK_SLOTS[slot]))
+        verb, product, verdict = (words[i] for words, i in zip(_RECHECK_SLOTS, choice, strict=True))
+        out.append(f"Wait, let me {verb} that {product} times 143 {verdict} 1001.\n")
+    return out
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_short_check_said_again_a_word_swapped_each_time_is_cut(channel, seed):
+    # Eight or nine tokens a line: one edit apart is a near copy (SHORT_NEAR), and the lines
+    # come back word for word now and then, which makes them stale.
+    rng = random.Random(seed)
+    lead = "So 1001 = 7 × 11 × 13, and 7 × 143 = 1001.\n"
+    loop = _rechecks(rng, 40)
+    text = lead + "".join(loop)
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "rehash"
+    assert hit.fired_at - len(lead) <= len("".join(loop[:8]))
+    assert hit.prune_offset == len(lead) + len(loop[0])  # the check is kept once

@@ -19,12 +19,13 @@ connector that opens it (``In other words,``, ``总之，``: at most four words 
 ``CONNECTOR_WEIGHT``, before a comma or colon) is left out of its words; one before a colon is
 its label (``Thursday:``). A unit is a *copy* of an earlier one when it says the same words (one
 of the last ``SAID``) or is a near copy of one of the last ``LOOK_BACK``: at most one token edit
-in ``EDITS_PER`` apart (the longer one may go on with a clause of its own; a unit of fewer
-tokens has copies word for word only). A copy says the same numbers (``text.numbers_said``:
-``Four paper boats`` after ``Five`` is a counting song's next verse) and the same one-letter
-names (a formula restated with ``d`` for ``c`` is a derivation's next step), and one under a
-label not said before is an item of a list (a week's plan with the same routine every day).
-A copy is *stale* when it says words said before (one of the last ``SAID``), or brings no word
+in ``EDITS_PER`` apart, or one edit for a unit of ``SHORT_NEAR`` tokens or more (the longer one
+may go on with a clause of its own; a unit of fewer tokens has copies word for word only). A
+copy says the same numbers (``text.numbers_said``: ``Four paper boats`` after ``Five`` is a
+counting song's next verse) and the same one-letter names (a formula restated with ``d`` for
+``c`` is a derivation's next step), and one under a label not said before is an item of a list
+(a week's plan with the same routine every day). A copy is *stale* when it says words said
+before (one of the last ``SAID``), or, when it has ``EDITS_PER`` tokens or more, brings no word
 the last ``LOOK_BACK`` did not say; and it brings no new word in the slot of the connector it
 copies (``On FreeBSD,`` after ``On Linux,`` names a new item).
 
@@ -81,9 +82,14 @@ MIN_TOKENS: Final = 6
 CONNECTOR_WEIGHT: Final = 12
 _CONNECTOR_END: Final = re.compile(r"[,，:：]")
 CONNECTOR_CHARS: Final = 24
-# A near copy is at most one token edit in this many apart: a unit of fewer tokens has copies
-# word for word only (``the alpha part follows bravo`` after ``... follows alpha`` is a list).
+# A near copy is at most one token edit in this many apart.
 EDITS_PER: Final = 10
+# A unit of fewer tokens than EDITS_PER but at least this many is a near copy at one edit
+# (``Wait, let me recheck that 7 × 143 is 1001.`` after ``... gives 1001.``), yet counts as
+# stale only when said word for word before: a list of combinations says only words said
+# before, each line one edit from the last (``the alpha part follows bravo``, then ``... follows
+# charlie``), but never a line twice. Fewer tokens: copies word for word only.
+SHORT_NEAR: Final = 7
 # Near copies, and the words a copy may not bring anew, are looked for among this many units
 # before; what is said again word for word, and the labels said, among this many.
 LOOK_BACK: Final = 24
@@ -174,7 +180,7 @@ def _copies(a: _Unit, b: _Unit) -> bool:
     token edit in EDITS_PER from the longer or from its head (the longer may add a clause)."""
     short, long = (a, b) if len(a.tokens) <= len(b.tokens) else (b, a)
     n = len(short.tokens)
-    bound = n // EDITS_PER
+    bound = max(1, n // EDITS_PER) if n >= SHORT_NEAR else 0
     s, t = short.tokens, long.tokens
     added = len(t) - n > bound  # (the longer adds a clause: its head is the copy)
     # (the cheap looks first: a copy so near keeps its first two tokens, or its last two when
@@ -266,8 +272,8 @@ class RehashRule(Rule):
             if said is not None and said.numbers() != unit.numbers():
                 said = None  # (the numbers of a connector differ: a counted template's)
             copied = said
-            if copied is None and len(unit.tokens) >= EDITS_PER and self._may_copy(unit):
-                # (a unit of fewer tokens has no near copies: most sentences end here)
+            if copied is None and len(unit.tokens) >= SHORT_NEAR and self._may_copy(unit):
+                # (a unit of fewer tokens has no near copies)
                 for before in reversed(self._recent):
                     if _copies(before, unit):
                         copied = before
@@ -280,7 +286,7 @@ class RehashRule(Rule):
             # one it copies (``On FreeBSD,`` after ``On Linux,`` names a new item; ``Put
             # simply,`` after ``That is,`` is another way to say it again)
             vocabulary = self._said_words()
-            if not stale:
+            if not stale and len(unit.tokens) >= EDITS_PER:  # (see SHORT_NEAR)
                 stale = all(token in vocabulary for token in unit.tokens)
             if stale and unit.head and not set(unit.head).isdisjoint(copied.head):
                 stale = all(token in vocabulary for token in unit.head)
