@@ -584,6 +584,54 @@ def drifting(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     )
 
 
+# A short check said again and again, one slot's word swapped each time; every word of a slot
+# is one token (one CJK char in Chinese), so a swap is one edit.
+_RECHECKS = {
+    "en": [
+        (
+            "Wait, let me {} that {} times 143 {} 1001.",
+            [["check", "confirm", "recheck", "verify"], ["7", "seven"], ["equals", "gives", "is"]],
+        ),
+        (
+            "Hmm, I should {} the {} once more before I {} it.",
+            [
+                ["check", "review", "recheck", "verify"],
+                ["sum", "total", "result"],
+                ["state", "give"],
+            ],
+        ),
+    ],
+    "zh": [
+        (
+            "等等，让我{}{}一下七乘一百四十三是不是{}于一千零一。",
+            [["再", "又"], ["算", "验", "查", "核"], ["等", "相"]],
+        ),
+        (
+            "嗯，我还是{}{}一遍这个{}数比较稳妥。",
+            [["再", "又"], ["算", "验", "查", "核"], ["总", "结", "乘"]],
+        ),
+    ],
+}
+
+
+def rechecked(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """A short check (seven to nine tokens, or a Chinese sentence of some twenty chars) said
+    again line after line, one word swapped each time, now and then said as before: a model
+    that keeps re-verifying one step of its work."""
+    base = rng.choice(("zh", "en")) if lang == "mixed" else lang
+    template, slots = rng.choice(_RECHECKS[base])
+    choice = [0] * len(slots)
+    pieces = []
+    for _ in range(30):
+        pieces.append(template.format(*(words[i] for words, i in zip(slots, choice, strict=True))))
+        slot = rng.randrange(len(slots))
+        choice[slot] = rng.randrange(len(slots[slot]))
+    after = _joiner(rng, sep, base)
+    first = pieces[0] + after(pieces[0])
+    body = first + "".join(p + after(p) for p in pieces[1:])
+    return _loop_case("rechecked", rng, lang, channel, body, len(first), width(pieces[0]))
+
+
 def _zh_numeral(n: int) -> str:
     """``n`` (1 to 99) in Chinese words: 7 七, 12 十二, 20 二十, 35 三十五."""
     digits = "一二三四五六七八九"
@@ -1190,6 +1238,7 @@ LOOPS: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "counted": counted,
     "marker_lines": marker_lines,
     "drifting": drifting,
+    "rechecked": rechecked,
     "reworked": reworked,
     "rederived": rederived,
     "restated": restated,
