@@ -30,6 +30,8 @@ import heapq
 from collections import deque
 from typing import Final
 
+from looprescue.detect import tally
+
 # Repeats a batch shows within its first ``repeat_within`` units: a rotation of a handful of
 # phrases comes back to them at once; a healthy run of short sentences repeats once by chance.
 REPEATS_SOON: Final = 1
@@ -75,7 +77,7 @@ class UnitRun:
             return  # a run starts with a unit that may be a member
         units.append((key, start))
         if key is not None:
-            counts[key] = counts.get(key, 0) + 1
+            tally.add(counts, key)
             self._score += 1.0 - self._coverage
         else:
             self._score -= self._coverage
@@ -102,11 +104,7 @@ class UnitRun:
         self._first_repeats = False
         key, _ = self._units.popleft()
         if key is not None:
-            left = self._counts[key] - 1
-            if left:
-                self._counts[key] = left
-            else:
-                del self._counts[key]
+            tally.drop(self._counts, key)
         # the CUSUM from the new candidate: recomputed, the run is short (at most the horizon)
         score, c = 0.0, self._coverage
         for unit_key, _ in self._units:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from looprescue.detect import tally
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rule import CLAUSES, CODE_LINE, Rule
 from looprescue.detect.text import excerpt
@@ -185,9 +186,11 @@ class RefencedRule(Rule):
         fence = self._seen.get(text)
         if fence is None:
             if len(self._seen) >= MAX_FENCES:
-                self._forget(next(iter(self._seen)))
+                oldest = next(iter(self._seen))
+                del self._seen[oldest]
+                tally.drop(self._lengths, len(oldest))
             self._seen[text] = _Fence(self._start, end, self._said, self._run)
-            self._lengths[len(text)] = self._lengths.get(len(text), 0) + 1
+            tally.add(self._lengths, len(text))
             return
         second = fence.copies == 1
         if fence.run == self._run or self._soon_after(fence.last_end, fence.said, second):
@@ -196,14 +199,6 @@ class RefencedRule(Rule):
             fence.copies = 1  # too much between: its copies count again from here
             fence.start, fence.first_end = self._start, end
         fence.last_end, fence.said, fence.run = end, self._said, self._run
-
-    def _forget(self, text: str) -> None:
-        del self._seen[text]
-        left = self._lengths[len(text)] - 1
-        if left:
-            self._lengths[len(text)] = left
-        else:
-            del self._lengths[len(text)]
 
     def _soon_after(self, end: int, said: int, second: bool) -> bool:
         """Whether the open fence comes soon after a fence that ended at ``end`` when ``said``

@@ -64,6 +64,7 @@ import re
 from collections import Counter, deque
 from typing import Final
 
+from looprescue.detect import tally
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CLAUSES, Rule
@@ -195,14 +196,6 @@ def _copies(a: _Unit, b: _Unit) -> bool:
         return False  # (each token the longer lacks costs an edit)
     near = edit_distance_up_to(s, t[:n] if added else t, bound) <= bound
     return near and not _names_differ(s, t)
-
-
-def _count(counts: dict[tuple[str, str], int], key: tuple[str, str], step: int) -> None:
-    left = counts.get(key, 0) + step
-    if left:
-        counts[key] = left
-    else:
-        del counts[key]
 
 
 def _names_differ(a: list[str], b: list[str]) -> bool:
@@ -393,16 +386,16 @@ class RehashRule(Rule):
         """Keep a unit among the recent ones and the said ones, and forget the oldest."""
         recent = self._recent
         recent.append(unit)
-        _count(self._heads, (unit.tokens[0], unit.tokens[1]), 1)
-        _count(self._tails, (unit.tokens[-2], unit.tokens[-1]), 1)
+        tally.add(self._heads, (unit.tokens[0], unit.tokens[1]))
+        tally.add(self._tails, (unit.tokens[-2], unit.tokens[-1]))
         if len(recent) > LOOK_BACK:
             old = recent.popleft()
-            _count(self._heads, (old.tokens[0], old.tokens[1]), -1)
-            _count(self._tails, (old.tokens[-2], old.tokens[-1]), -1)
+            tally.drop(self._heads, (old.tokens[0], old.tokens[1]))
+            tally.drop(self._tails, (old.tokens[-2], old.tokens[-1]))
         self._vocabulary = None
         self._by_body[unit.body] = unit
         if unit.label:
-            self._labels[unit.label] = self._labels.get(unit.label, 0) + 1
+            tally.add(self._labels, unit.label)
         said = self._said
         said.append(unit)
         if len(said) > SAID:
@@ -410,11 +403,7 @@ class RehashRule(Rule):
             if self._by_body.get(gone.body) is gone:
                 del self._by_body[gone.body]
             if gone.label:
-                left = self._labels[gone.label] - 1
-                if left:
-                    self._labels[gone.label] = left
-                else:
-                    del self._labels[gone.label]
+                tally.drop(self._labels, gone.label)
             if len(self._after) > 2 * SAID:
                 self._forget_sources(said[0].source)
 

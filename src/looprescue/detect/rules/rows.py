@@ -30,6 +30,7 @@ import re
 from collections import deque
 from typing import Final
 
+from looprescue.detect import tally
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rule import ROW, WATERMARK, Rule
@@ -121,16 +122,12 @@ class TableRowsRule(Rule):
         window.append(key if repeat else "")
         if repeat:
             self._repeated += 1
-            self._counts[key] = self._counts.get(key, 0) + 1
+            tally.add(self._counts, key)
         if len(window) > ROW_WINDOW:
             old = window.popleft()
             if old:
                 self._repeated -= 1
-                left = self._counts[old] - 1
-                if left:
-                    self._counts[old] = left
-                else:
-                    del self._counts[old]
+                tally.drop(self._counts, old)
         if self._streak_start is not None and (
             (
                 len(window) == ROW_WINDOW
