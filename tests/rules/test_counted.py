@@ -119,6 +119,55 @@ def test_a_template_counted_on_in_the_reasoning_is_cut_after_the_bound(
     assert released <= hit.prune_offset
 
 
+_UNITS = ["", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+_TEENS = ["ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+          "eighteen", "nineteen"]  # fmt: skip
+_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_HAN = "一二三四五六七八九"
+
+
+def in_words(n: int, joiner: str = "-") -> str:
+    """1 to 99 in English words."""
+    if n < 10:
+        return _UNITS[n]
+    if n < 20:
+        return _TEENS[n - 10]
+    return _TENS[n // 10] + (joiner + _UNITS[n % 10] if n % 10 else "")
+
+
+def in_han(n: int) -> str:
+    """1 to 99 in Chinese words."""
+    if n < 10:
+        return _HAN[n - 1]
+    tens, units = divmod(n, 10)
+    return (_HAN[tens - 1] if tens > 1 else "") + "十" + (_HAN[units - 1] if units else "")
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        lambda i: f'    elif n == {i}:\n        return "{in_words(i)}"\n',
+        lambda i: f"    case {i}: return '{in_words(i, ' ').title()}';\n",
+        lambda i: f"{i}. 第{in_han(i)}项：同上，没有变化。\n",
+    ],
+)
+def test_a_copy_that_says_its_counter_in_words_too_is_a_template(template) -> None:
+    # ``return "fourteen"`` says the counter again: no copy says anything else new
+    text = "```\n" + "".join(template(i) for i in range(1, 99))
+    hit, released = stream(text, asked_up_to=10)
+    assert hit is not None and hit.rule == "counted"
+    # counted from the first copy: its text to the next says 1 and 2 as the later ones do
+    assert text[hit.prune_offset :].startswith(template(41))
+    assert released <= hit.prune_offset
+
+
+def test_a_word_that_is_no_counter_keeps_copies_apart() -> None:
+    # a word that names another number than the counter is something new in each copy
+    rng = random.Random(5)
+    text = "".join(f"{i}. {in_words(rng.randint(1, 99))} apples\n" for i in range(1, 99))
+    assert stream(text, asked_up_to=10)[0] is None
+
+
 def test_trials_in_the_reasoning_that_say_something_new_are_no_template() -> None:
     # each trial computes its own value: a search, however long, is no template
     text = "".join(f"Try x = {i}: {i * i + i}, not 25440.\n" for i in range(1, 200))

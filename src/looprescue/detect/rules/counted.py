@@ -3,8 +3,10 @@ far past any count the request names.
 
 What it catches. Copies equal char for char but for one number that counts up by one:
 ``elif n == 14: return 14`` then ``elif n == 15: return 15`` inside a Fibonacci function, or
-``{"id": 212, "name": "user"}`` on and on. A small model that falls into such a template
-writes it until the token budget runs out.
+``{"id": 212, "name": "user"}`` on and on. A copy may say its counter again in words
+(``elif n == 21: return "twenty-one"``, ``第二十一项``): a number from 1 to 99 spelled in
+English or Chinese is masked as the counter is when it equals it. A small model that falls
+into such a template writes it until the token budget runs out.
 
 Why that is a loop. Nothing in the copies is new but the counter, and the request never asked
 for so many: the run goes past :data:`~looprescue.config.DetectorConfig.countedMaxItems`
@@ -35,6 +37,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Final
 
+from looprescue.detect.asked import zh_number
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
@@ -49,6 +52,23 @@ from looprescue.detect.segment import Segmenter
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 _NUMBER: Final = re.compile(r"\d+")
+# A number from 1 to 99 spelled out: in English words (``fourteen``, ``twenty-one``) or in
+# Chinese ones (``十四``, ``二十一``). A copy that says its counter in words counts as one that
+# says it in digits.
+_EN_UNITS: Final = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_EN_TEENS: Final = (
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "nineteen",
+)  # fmt: skip
+_EN_TENS: Final = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_SPELLED: Final = re.compile(
+    rf"""(?ix) (?<![a-z]) (?:
+        (?P<tens>{"|".join(_EN_TENS)}) (?:[- ](?P<units>{"|".join(_EN_UNITS)}))?
+      | (?P<teen>{"|".join(sorted(_EN_TEENS, key=len, reverse=True))})
+    ) (?![a-z])
+    | (?P<han>[一二两三四五六七八九]?十[一二三四五六七八九]?|[一二两三四五六七八九])"""
+)
 # the chains kept before stale ones are swept out (each number may start one)
 SWEEP_AT: Final = 256
 
@@ -67,10 +87,22 @@ class _Chain:
 
 def _masked(text: str, low: int, high: int) -> str:
     """``text`` with every number equal to ``low`` or ``high`` replaced by ``#``: a copy may
-    say its counter twice (``elif n == 14: return 14``)."""
-    if not any(c.isdigit() for c in text):
-        return text
-    return _NUMBER.sub(lambda m: "#" if int(m.group()) in (low, high) else m.group(), text)
+    say its counter twice (``elif n == 14: return 14``), the second time in words
+    (``elif n == 14: return "fourteen"``, ``第十四条``)."""
+    if any(c.isdigit() for c in text):
+        text = _NUMBER.sub(lambda m: "#" if int(m.group()) in (low, high) else m.group(), text)
+    return _SPELLED.sub(lambda m: "#" if _spelled(m) in (low, high) else m.group(), text)
+
+
+def _spelled(match: re.Match[str]) -> int:
+    """The value of a number ``_SPELLED`` matched (-1: none it reads)."""
+    tens, units, teen, han = match.group("tens", "units", "teen", "han")
+    if han is not None:
+        return zh_number(han)
+    if teen is not None:
+        return _EN_TEENS.index(teen.lower())
+    value = 10 * (_EN_TENS.index(tens.lower()) + 2) if tens is not None else 0
+    return value + (_EN_UNITS.index(units.lower()) + 1 if units is not None else 0)
 
 
 class CountedRule(Rule):
