@@ -348,6 +348,21 @@ def test_day_lists_that_mix_a_counter_with_a_pool_of_words():
 
 
 @pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_status_lines_under_a_bracketed_counter_are_a_pool(channel):
+    # ``[check 6] OK.`` again and again, its counter creeping on and its punctuation changing:
+    # a label in brackets is dropped as ``Day 3:`` is, and what is left is one word
+    rng = random.Random(5)
+    number, lines = 1, []
+    for _ in range(60):
+        number += rng.choice([0, 0, 1])
+        lines.append(f"[check {number}] {rng.choice(['OK.', 'OK!', 'ok', 'OK..', '【OK】'])}\n")
+    head = "All checks pass.\n\n"
+    hit = stream(head + "".join(lines), channel)
+    assert hit is not None and hit.rule == "pool"
+    assert hit.prune_offset == len(head)  # none of the status lines is kept
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
 def test_an_enumeration_of_short_answers_is_no_pool(channel):
     # Labels that count up by one over a handful of answers are an answer key or a schedule
     # (what a request for 60 days or 40 statements gets): only the request bounds them.
@@ -357,6 +372,8 @@ def test_an_enumeration_of_short_answers_is_no_pool(channel):
     assert scan_text("Your 60-day plan:\n\n" + days, channel) == []
     key = "".join(f"Statement {n}: {rng.choice(['true', 'false'])}.\n" for n in range(1, 41))
     assert scan_text("Going through each statement.\n" + key, channel) == []
+    checks = "".join(f"[check {n}] {rng.choice(['OK.', 'failed.'])}\n" for n in range(1, 41))
+    assert scan_text("Running the checks.\n" + checks, channel) == []
 
 
 _MIXED_WIDTHS = {

@@ -72,8 +72,9 @@ def classify_line(stripped: str) -> LineKind:
     return LineKind.PROSE
 
 
-# A counter label in front of a phrase: "Day 3: ", "Week 12 - ", "Step 4) ".
-_COUNTER_LABEL: Final = re.compile(r"[^\W\d_]{1,12}[ \t]*[0-9]{1,4}[ \t]*[:.)-][ \t]+")
+# A counter label in front of a phrase: "Day 3: ", "Week 12 - ", "Step 4) ", and in brackets
+# "[check 6] " (its opening bracket is stripped as punctuation before the label is looked for).
+_COUNTER_LABEL: Final = re.compile(r"[^\W\d_]{1,12}[ \t]*[0-9]{1,4}[ \t]*[:.)\]】-][ \t]+")
 
 
 def counter_label(sentence: str) -> int | None:

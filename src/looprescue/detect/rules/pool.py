@@ -10,12 +10,13 @@ s-t-r-a-w-b-e-r-r-y.``, each said one of two ways, in no order): nothing new com
 phrases alone fill only half the window. One phrase alone is enough
 by default: its copies may differ in whitespace, which an exact cycle does not allow. Phrases
 are compared with inner whitespace folded and a counter label in front dropped
-(``Day 3: Rest``), so a labelled list whose items come from a handful of words is a pool too,
-unless its labels count up by one (an answer key, a schedule: an enumeration, which only the
-request bounds). Sentences end at full-width stops without any space (``好。继续。输出。``
-is three phrases), and so do clause marks after openers: a sentence of openers strung together
-(``Wait, Wait, 嗯， Let me reconsider.``, each but the last ``OPENER_CHARS`` wide) is one phrase
-each, while a song's line or openers before a clause of content stay one sentence. Widths
+(``Day 3: Rest``, ``[check 6] OK.``), so a labelled list whose items come from a handful of
+words is a pool too, unless its labels count up by one (an answer key, a schedule: an
+enumeration, which only the request bounds). Sentences end at full-width stops without any
+space (``好。继续。输出。`` is three phrases), and so do clause marks after openers: a
+sentence of openers strung together (``Wait, Wait, 嗯， Let me reconsider.``, each but the
+last ``OPENER_CHARS`` wide) is one phrase each, while a song's line or openers before a clause
+of content stay one sentence. Widths
 count a CJK char as two (``poolMaxPhraseChars``, ``poolMinChars``): a Chinese sentence of 22
 chars is no short phrase, and a pool of Chinese phrases fires after as much text as an English
 one.
