@@ -393,6 +393,9 @@ def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
         ("Write CSS classes .row-1 through .row-40.", ((1, 40),)),
         ("列出第1至第30天的计划", ()),  # a different word before each number: no range
         ("请写出 1~20 的平方", ((1, 20),)),
+        # Chinese writes no space between a number and the words around it
+        ("打印1到12的数字，每行一个。", ((1, 12),)),
+        ("写一个函数，输入1到12的数字，返回对应的中文月份名。", ((1, 12),)),
         ("Explain it in 1-2 paragraphs.", ()),  # too few items to bound a list
         ("Give 3-5 examples.", ()),
         ("Released 2024-12-01, version 3.10-3.12", ()),

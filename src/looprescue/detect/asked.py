@@ -24,11 +24,13 @@ MAX_ASKED: Final = 100_000
 MAX_COUNT: Final = 1000
 
 # start and end with the same name in front of both ("task_1 to task_10", ".row-1 through
-# .row-40"), or none; the end is a whole number (not a date's month, not a version's part)
+# .row-40"), or none; the end is a whole number (not a date's month, not a version's part).
+# A CJK char next to a number is no part of it: Chinese writes no space there ("打印1到12的数字").
+_WORD_CHAR: Final = r"[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]"
 _RANGE: Final = re.compile(
-    r"(?<![\w.])(?P<name>[A-Za-z_.\-]{0,24}?)(?P<start>\d{1,6})\s*"
+    rf"(?<!{_WORD_CHAR})(?<!\.)(?P<name>[A-Za-z_.\-]{{0,24}}?)(?P<start>\d{{1,6}})\s*"
     r"(?:to|through|thru|until|-|–|—|~|～|到|至)\s*"
-    r"(?P=name)(?P<end>\d{1,6})(?![\d.]\d|[\w])",
+    rf"(?P=name)(?P<end>\d{{1,6}})(?![\d.]\d|{_WORD_CHAR})",
     re.IGNORECASE,
 )
 
