@@ -253,6 +253,44 @@ def test_a_list_whose_items_say_its_first_number_still_counts_on() -> None:
     assert hit is not None and items[hit.prune_offset :].startswith("11. ")
 
 
+LADDERS = {
+    # the first branch says ``if``, the next ones ``elif`` / ``else if``: one list
+    "python": ("    if n == {}:\n", "    elif n == {}:\n", '        return "{}"\n'),
+    "c": ("    if (n == {}) {{\n", "    }} else if (n == {}) {{\n", '        return "{}";\n'),
+    "ruby": ("  if n == {}\n", "  elsif n == {}\n", '    "{}"\n'),
+}
+
+
+def ladder(style: str, last: int, head: str = "") -> str:
+    """A conditional ladder of branches 1 to ``last``: each of the twelve months has a name,
+    the ones past them say the last name again."""
+    first, then, body = LADDERS[style]
+    names = [f"month {n}" for n in range(1, 13)]
+    branches = (
+        (first if n == 1 else then).format(n) + body.format(names[min(n, 12) - 1])
+        for n in range(1, last + 1)
+    )
+    return "```\n" + head + "".join(branches)
+
+
+@pytest.mark.parametrize("style", sorted(LADDERS))
+def test_a_conditional_ladder_past_the_asked_range_is_cut(style: str) -> None:
+    # a function asked for 1 to 12 whose branches go on past 12
+    text = ladder(style, 40)
+    hit, _ = stream(text, ((1, 12),))
+    assert hit is not None and hit.rule == "overrun"
+    assert text[hit.prune_offset :].startswith(LADDERS[style][1].format(13))
+    # one that stops at 12 is the answer
+    assert stream(ladder(style, 12), ((1, 12),))[0] is None
+
+
+def test_a_range_named_before_a_list_is_no_item_it_nests_in() -> None:
+    # ``1-12`` in the docstring is a range, not the first item of a list the ladder is inside
+    text = ladder("python", 40, head='def month(n):\n    """Map 1-12 to a month."""\n')
+    hit, _ = stream(text, ((1, 12),))
+    assert hit is not None and text[hit.prune_offset :].startswith("    elif n == 13:")
+
+
 def test_a_list_past_a_count_asked_in_words_is_cut_after_it() -> None:
     text = "Here they are:\n\n" + "".join(f"{i}. user id {i}\n" for i in range(1, 400))
     detector = StreamDetector(CONFIG, watch="both", asked=asked_ranges("Give me ten user ids."))

@@ -56,8 +56,8 @@ ITEM_GAP: Final = 600
 # length (a model that adds a bonus item or two is not stuck)
 OVERRUN_ITEMS: Final = 5
 # an item begins at its line's start when only this much (and no digit) precedes its number
-# there ("51. ", "def task_", "| "); else at its number ("…, 50, 51, 52")
-ITEM_PREFIX: Final = 16
+# there ("51. ", "def task_", "| ", "    } else if (n == "); else at its number ("…, 50, 51")
+ITEM_PREFIX: Final = 32
 MAX_DIGITS: Final = 6
 
 # a number in digits, or an ordinal's number in Chinese words (``第四天``, ``第十一章``: up to
@@ -68,6 +68,8 @@ _NUMBER: Final = re.compile(
 
 
 _A_DIGIT: Final = re.compile(r"\d")
+# A number followed by one of these opens a range (``1-12``, ``1~12``, ``1到12``), no item.
+_RANGE_MARKS: Final = frozenset("-–—~～到至")
 
 
 def overrun_items(first: int, last: int) -> int:
@@ -214,7 +216,14 @@ class OverrunRule(Rule):
                     continue
                 # inside an item of a list that has not reached the asked end, a list is that
                 # item's own (its steps), however it is numbered or indented
-                nested = any(c.opener != INLINE and not c.nested and c.value <= last for c in group)
+                # (a number that opens a range, ``1-12`` in a docstring, is no item)
+                nested = any(
+                    c.opener != INLINE
+                    and not c.nested
+                    and c.value <= last
+                    and c.after not in _RANGE_MARKS
+                    for c in group
+                )
                 if not nested:
                     for c in same:
                         group.remove(c)  # the list starts again
@@ -306,10 +315,30 @@ def _next_in(group: list[_Chain], first: int, value: int, opener: str, after: st
         if (
             value == chain.value + 1
             and after == chain.after
-            and (opener == chain.opener or (opener == INLINE and chain.value == first))
+            and (
+                opener == chain.opener
+                or (chain.value == first and (opener == INLINE or _else_of(chain.opener, opener)))
+            )
         ):
             return chain
     return None
+
+
+# What turns a conditional's first branch into the next one: ``elif`` (Python, shell),
+# ``elsif`` (Ruby, Perl), ``else if`` and ``} else if`` (C, Java, JavaScript, Go).
+_ELSE: Final = frozenset({"el", "els", "else", "}else", "} else"})
+
+
+def _else_of(first: str, second: str) -> bool:
+    """Whether the opener ``second`` is the next branch of a conditional that ``first`` opens
+    (``    if m == `` then ``    elif m == ``): a ladder of branches counts its numbers as a
+    list does, though its first branch is written differently."""
+    condition = first.lstrip()
+    if not condition.startswith("if") or not second.endswith(condition):
+        return False
+    head = second[: len(second) - len(condition)]
+    indent = first[: len(first) - len(condition)]
+    return head.startswith(indent) and head[len(indent) :].rstrip() in _ELSE
 
 
 def _answers(chain: _Chain, first: int, sectioned: set[int]) -> bool:
