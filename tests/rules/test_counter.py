@@ -247,6 +247,30 @@ def test_a_step_block_restated_with_a_new_number_is_a_counter_loop():
     assert (PREAMBLE + many)[hits[0].loop_start : hits[0].prune_offset] == block.format(n=8)
 
 
+@pytest.mark.parametrize(
+    ("heading", "line"),
+    [
+        ("### {n} times table\n", "{n} × {k} = {v}\n"),
+        ("**{n}的乘法表**\n", "{n}×{k}={v}，"),
+    ],
+)
+def test_times_tables_are_values_worked_out_anew_not_a_counter(heading, line):
+    # every line of each table says a new product: a block of values, not a block restated
+    tables = "".join(
+        heading.format(n=n) + "".join(line.format(n=n, k=k, v=n * k) for k in range(1, 13)) + "\n\n"
+        for n in range(1, 13)
+    )
+    assert scan_text(PREAMBLE + tables, "text") == []
+
+
+def test_a_block_that_says_its_counter_on_every_line_is_still_a_loop():
+    # the counter moves by one step wherever the block says it: nothing is worked out
+    block = "Attempt {n}: connecting to the server.\nAttempt {n} failed, retrying attempt {n}.\n\n"
+    text = PREAMBLE + "".join(block.format(n=n) for n in range(3, 40))
+    hits = scan_text(text, "text")
+    assert hits and hits[0].rule == "counter"
+
+
 STEP_WITH_FENCE = {
     "en": (
         "### Step {n}: Install the dependencies\n\nFrom the project folder, install them:\n\n"

@@ -21,8 +21,9 @@ anything inside a fence) never fire; a one-line item whose index counts up or do
 is an enumeration; a log of measurements, whose copies change many numbers, passes
 (``counterMaxChangingNumbers``), and so does a log's line that reads one value again and again,
 a number that rises and falls, a status line or two between some of the readings
-(``a_reading``; a list item is no log line); and an answer key
-whose lines each open with a label counting up, however its answers repeat (``numbered_lines``).
+(``a_reading``; a list item is no log line); an answer key
+whose lines each open with a label counting up, however its answers repeat (``numbered_lines``);
+and a block of values worked out anew in each copy, a times table (``worked_out``).
 Only the request says where an asked list should stop: that is the ``overrun`` rule's. A counter
 needs one copy more than a cycle of the same unit (a prose block or a list item whose words
 stay: as many; an item whose sentence stays, at least ``SENTENCE_ITEM_WIDTH`` wide: as many as a
@@ -280,4 +281,23 @@ def is_counter_loop(
         and (shape not in ("item", "block") or not a_reading(numbers, win, latest, unit, copies))
         and (shape != "renumbered" or content_gone(copy_texts(win, latest, unit, 6)))
         and (shape != "block" or not numbered_lines(win, spans))
+        and (shape != "block" or not worked_out(numbers, win, spans, changes_allowed(cfg, shape)))
     )
+
+
+def worked_out(
+    numbers: NumbersByLine, win: TextWindow, spans: list[tuple[int, int]], steps: int
+) -> bool:
+    """Whether a block's numbers are values worked out anew in each copy: from every copy to
+    the next, the numbers that change move by more than ``steps`` different amounts (a times
+    table: ``4 × 3 = 12`` to ``5 × 3 = 15``, ``4 × 7 = 28`` to ``5 × 7 = 35``). A block
+    restated moves its counter by one step wherever it says it, and a reading or two besides;
+    a table of values says something new on every line."""
+    rows = [numbers.values(win, span) for span in spans]
+    if len(rows) < 2:
+        return False
+    for older, newer in pairwise(rows):
+        moved = {new - old for old, new in zip(older, newer, strict=False) if new != old}
+        if len(moved) <= steps:
+            return False
+    return True
