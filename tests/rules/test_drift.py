@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -338,6 +339,39 @@ def test_a_block_of_paragraphs_derived_again_with_a_word_swapped_is_cut_after_on
     assert hit.loop_start == len(head)
     # the first block is kept, its last line's break too; the line between copies is not
     assert hit.prune_offset == len(head) + len(blocks[0]) + 1
+
+
+CASE = (
+    "{label} A {a}, B {b}, C {c}. A says that B is a knave, which is {truth}, so A's claim "
+    "{fits} what a {a} may say. {verdict}"
+)
+
+
+def cases(label: str) -> list[str]:
+    """Eight cases checked one after another in the same words, each a word or two apart."""
+    out = []
+    for n, (a, b, c) in enumerate(itertools.product(["knight", "knave"], repeat=3), start=1):
+        truth = "true" if b == "knave" else "false"
+        fits = "fits" if (truth == "true") == (a == "knight") else "does not fit"
+        verdict = "Consistent so far." if fits == "fits" else "Contradiction."
+        out.append(
+            CASE.format(
+                label=label.format(n), a=a, b=b, c=c, truth=truth, fits=fits, verdict=verdict
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize("label", ["Case {}:", "{}.", "**Case {}**:"])
+def test_cases_checked_one_after_another_under_counting_labels_are_no_drift(channel, label):
+    # each case swaps a word in the same sentences; its label counts on: an enumeration of
+    # cases, which only the request bounds
+    text = "Check all eight assignments.\n\n" + "\n".join(cases(label)) + "\n"
+    assert scan_text(text, channel, config=ONLY_DRIFT) == []
+    # the same paragraphs under one label said again are copies
+    again = "Check all eight assignments.\n\n" + "\n".join(cases("Case 1:") * 3) + "\n"
+    assert scan_text(again, channel, config=ONLY_DRIFT) != []
 
 
 @pytest.mark.parametrize("channel", CHANNELS)

@@ -38,7 +38,9 @@ label line (``Dear Ann,``, ``佳美的正文：``) other than its counterpart's 
 list, not a copy: three letters that differ only in the name they open with are three letters,
 and so are three blurbs under their own headings (``### Forest Green``, ``**Slate Blue**``).
 A label that comes back over a later copy names no item (recaps taking turns: ``In short:``,
-``Once again:``, ``In short:``): then none of the run's labels does.
+``Once again:``, ``In short:``): then none of the run's labels does. Paragraphs whose own labels
+count on, one a paragraph (``Case 1:``, ``Case 2:``, ``3.``), are the cases of an enumeration
+checked in the same words (a knight or a knave in each slot), which only the request bounds.
 
 Where it cuts. After the first copy of the block (its last line, and the blank lines after it
 when nothing else comes before the second copy): the first copy is kept, as a periodic loop
@@ -129,6 +131,10 @@ _LABEL: Final = re.compile(
     r"(?:\*\*)?(?::(?=[\s*])|：)(?:\*\*)?\s*|^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)"
 )
 _CJK: Final = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+# The number of a line's label, when it has one: ``Case 3:``, ``3.``, ``**Step 3**:``.
+_NUMBERED: Final = re.compile(
+    r"(?:[-*+•]\s+)?(?:\*\*)?(?:[^\W\d_]{1,12}[ \t]*)?([0-9]{1,4})[ \t]*(?:\*\*)?[:.)、]"
+)
 # whether the line being written begins like a recent paragraph
 _UNDECIDED: Final = 0
 _LIKE: Final = 1
@@ -141,6 +147,7 @@ class _Paragraph:
     end: int  # where its line ends (after the line break)
     text: str  # the line, stripped, its label left out
     label: str  # the label line right before it, if any (``Dear Ann,``, ``Day 2:``)
+    number: int  # the number of its own label (``Case 3:``, ``3.``), -1 when it has none
     # read when first compared (most paragraphs are like none of the recent ones by length)
     tokens: list[str] = field(default_factory=list)
     kinds: set[str] = field(default_factory=set)  # its tokens as a set, for a quick look
@@ -246,7 +253,9 @@ class DriftRule(LineRule):
             if stripped[-1] in LABEL_ENDS or _is_heading(stripped):
                 self._label = stripped
             return None
-        paragraph = _Paragraph(start, end, body, self._label)
+        numbered = _NUMBERED.match(stripped) if len(body) < len(stripped) else None
+        number = int(numbered.group(1)) if numbered is not None else -1
+        paragraph = _Paragraph(start, end, body, self._label, number)
         self._label = ""
         recent = self._recent
         hit: Hit | None = None
@@ -302,6 +311,11 @@ class DriftRule(LineRule):
                 # (with the blank lines after it, when nothing else came between)
                 kept = recent[-1].end
                 self._kept_to[lag] = start if previous_end == kept else kept
+            if number >= 0 and number - other.number == lag:
+                # its label counts on from its counterpart's, one a paragraph (``Case 2:``
+                # after ``Case 1:``): the next case of an enumeration, checked in the same
+                # words, which only the request bounds
+                self._items[lag] = True
             if label and other.label and other.label != label:
                 # under a new label it is another item of a list (a letter to the next
                 # person; a heading over the first copy alone labels no item), unless the
