@@ -420,6 +420,74 @@ def test_only_the_answer_is_bounded_not_the_reasoning() -> None:
     assert hit is None
 
 
+NAMES = {
+    "en": ["The Rolling Pin", "Rise & Shine", "Warm Loaf", "Nana's Oven", "Crumb & Co.",
+           "Golden Crust", "Sweet Crumbs", "Flour Power", "Daily Bread", "Honey Bun",
+           "Oven Door", "Butter Lane", "Proof Box", "Sift & Stir", "Dough Re Mi", "Knead It",
+           "Rye Not", "Loaf Story", "Batter Days", "Crust Fund", "Whisk Away", "The Sugar Jar",
+           "Bread Winner", "Sunday Bake", "Little Rise", "Yeast Side", "Bun Voyage",
+           "Muffin Top", "Roll Call", "Pie Society"],
+    "zh": ["麦香小屋", "暖心烘焙", "金色面包坊", "奶奶的烤箱", "甜蜜时光", "晨光面包", "小麦田",
+           "香酥坊", "云朵蛋糕", "面包物语", "烘焙日记", "黄油小镇", "焦糖工坊", "麦穗人家",
+           "早安面包", "蜂蜜小站", "酥皮时光", "森林烘焙", "糖果盒子", "星空甜点", "慢烤时光",
+           "麦芽糖", "橘子面包", "白云烘焙", "芝士小屋", "可颂先生", "布丁日记", "饼干乐园",
+           "面团工厂", "甜甜圈"],
+}  # fmt: skip
+ITEM = {"en": "{}. {}\n", "zh": "{}、{}\n"}
+
+
+def brainstorm(lang: str, new: int, last: int, seed: int = 0) -> str:
+    """A reasoning trace's numbered list: ``new`` names of its own, then items that take
+    one of the last three again, on to ``last``."""
+    rng = random.Random(seed)
+    names = NAMES[lang]
+    items = [names[i] for i in range(new)]
+    items += [rng.choice(names[new - 3 : new]) for _ in range(last - new)]
+    head = "Let me brainstorm first.\n\n" if lang == "en" else "先想一些名字。\n\n"
+    return head + "".join(ITEM[lang].format(n, item) for n, item in enumerate(items, 1))
+
+
+def stream_reasoning(text: str, asked: tuple[tuple[int, int], ...], seed: int = 0) -> tuple:
+    """(hit, the furthest the watermark released) for the reasoning channel."""
+    detector = StreamDetector(CONFIG, watch="both", asked=asked)
+    released = 0
+    for delta in random_deltas(text, random.Random(seed)):
+        hit = detector.feed("reasoning", delta)
+        if hit is not None:
+            return hit, released
+        released = max(released, detector.safe_offset("reasoning"))
+    return detector.flush("reasoning"), released
+
+
+@pytest.mark.parametrize("lang", sorted(NAMES))
+@pytest.mark.parametrize("seed", range(2))
+def test_a_list_in_the_reasoning_that_says_the_same_names_past_the_range_is_cut(lang, seed):
+    # ten names asked; the reasoning's list runs on, each item one of three names again
+    text = brainstorm(lang, 7, 60, seed)
+    hit, released = stream_reasoning(text, ((1, 10),), seed)
+    assert hit is not None and hit.rule == "overrun" and hit.channel == "reasoning"
+    first_past = text.index(ITEM[lang].format(11, "")[:3])
+    assert hit.prune_offset == first_past  # the items asked for stay
+    assert released <= hit.prune_offset
+
+
+@pytest.mark.parametrize("lang", sorted(NAMES))
+def test_a_list_in_the_reasoning_that_drafts_more_than_asked_is_no_loop(lang):
+    # thirty new names for ten asked: a draft to choose from
+    text = brainstorm(lang, 30, 30)
+    hit, released = stream_reasoning(text, ((1, 10),))
+    assert hit is None
+    # and nothing held back for it: the other rules hold as much without the request
+    assert released == stream_reasoning(text, ())[1]
+
+
+def test_a_draft_that_turns_to_saying_the_same_is_cut_where_it_does() -> None:
+    # new names up to 20, then the same three on and on: cut at the run of repeats
+    text = brainstorm("en", 20, 60)
+    hit, _ = stream_reasoning(text, ((1, 10),))
+    assert hit is not None and text[hit.prune_offset :].startswith("21. ")
+
+
 # --------------------------------------------------------------------------- asked ranges
 
 

@@ -66,8 +66,12 @@ class StreamDetector:
     def _new_channel(self, channel: Channel) -> ChannelDetector:
         if channel != "text":
             # the request bounds a counted template in the reasoning too: a model that counts
-            # one step on and on past anything asked is stuck there as much as in its answer
-            return ChannelDetector(channel, self._cfg, asked_up_to=self._asked_up_to)
+            # one step on and on past anything asked is stuck there as much as in its answer;
+            # and a list run past the asked range there, once its items say the same again
+            # (``rules.overrun``)
+            return ChannelDetector(
+                channel, self._cfg, asked=self._asked, asked_up_to=self._asked_up_to
+            )
         return ChannelDetector(
             channel,
             self._cfg,

@@ -19,6 +19,11 @@ headings count them: the steps in a section are never cut. A list that begins wh
 the range has not reached its end is that item's own (the steps of the first of five
 recipes, indented or not) and is never cut either.
 
+In the reasoning a model may draft more items than asked and choose among them: there only
+items past the range that say again, word for word, what an item of the list said count, and
+the cut falls where their run begins (ten names asked, then ``11. Golden Crust``, ``12. Sweet
+Crumbs``, ``13. Golden Crust`` on to 60). A list of numbers alone is never cut there.
+
 A small count (two to four) bounds sections only: "plan a 3-day trip", "三天的行程"
 (``asked.asked_sections``). Only headings and bold labels that name a word of the count next
 to their number (``## Day 4``, ``### 第4天``) are followed; a plan of three days written on to
@@ -68,6 +73,8 @@ _NUMBER: Final = re.compile(
 
 
 _A_DIGIT: Final = re.compile(r"\d")
+# What follows an item's number before its text: ``12. ``, ``12) ``, ``12、``, ``12: ``.
+_ITEM_MARKS: Final = ".)、:：]】 \t"
 # A number followed by one of these opens a range (``1-12``, ``1~12``, ``1到12``), no item.
 _RANGE_MARKS: Final = frozenset("-–—~～到至")
 
@@ -97,6 +104,10 @@ class _Chain:
     # five recipes): never the asked list
     nested: bool = False
     past: int | None = None  # where the first item past the range begins
+    # (in the reasoning) what its items said, and how many items past the range in a row,
+    # since ``past``, said again what an item before them said
+    bodies: frozenset[str] = frozenset()
+    repeats: int = 0
 
     def heading(self) -> bool:
         """Whether its items are headings or bold labels (``## Recipe 2``, ``**Day 2**``)."""
@@ -117,6 +128,9 @@ class OverrunRule(Rule):
         sections: tuple[tuple[int, str], ...] = (),
     ) -> None:
         self.channel = channel
+        # In the reasoning a model may draft more items than asked and choose among them:
+        # only items past the range that say again what the list said are a loop there.
+        self._repeats_only = channel != "text"
         self._asked: dict[int, int] = {}  # first -> last (the longest range from it)
         for first, last in asked:
             self._asked[first] = max(last, self._asked.get(first, last))
@@ -233,13 +247,17 @@ class OverrunRule(Rule):
                 if opener.lstrip().startswith(("#", "**")):
                     sectioned.add(first)
                 continue
+            here = item_start(win, at)
+            if self._repeats_only:
+                self._said_before(chain, win.slice(chain.seen_to, here), last, here)
             # (a one-line list's first item opens its line, the next ones follow a comma)
             chain.value, chain.seen_to, chain.opener = value, end, opener
             if value == last + 1:
-                chain.past = item_start(win, at)
+                chain.past, chain.repeats = here, 0
+            run = chain.repeats if self._repeats_only else value - last
             if (
                 chain.past is not None
-                and value - last >= overrun_items(first, last)
+                and run >= overrun_items(first, last)
                 and not chain.nested
                 and (first not in sectioned or chain.heading())
             ):
@@ -254,6 +272,22 @@ class OverrunRule(Rule):
                     evidence=f"counted {first}…{value}, asked for {first}…{last}",
                 )
         return None
+
+    @staticmethod
+    def _said_before(chain: _Chain, text: str, last: int, here: int) -> None:
+        """Judge the item the list was at, whose ``text`` ends where the next item begins
+        (``here``): one past the range that says what an item before it said goes on the
+        run of repeats; a new one ends it, and the next run may begin with the next item."""
+        body = " ".join(text.lstrip(_ITEM_MARKS).replace("*", "").split()).casefold()
+        if not any(c.isalpha() for c in body):
+            body = ""  # no words: a number list's comma says nothing to repeat
+        if chain.value > last:
+            if body and body in chain.bodies:
+                chain.repeats += 1
+            else:
+                chain.past, chain.repeats = here, 0
+        if body:
+            chain.bodies = chain.bodies | {body}
 
     def _names_section(self, win: TextWindow, opener: str, end: int) -> bool:
         """Whether the number ending at ``end`` heads a section of the asked kind: a heading
