@@ -121,6 +121,75 @@ def test_remarks_said_before_are_nothing_new_between_copies():
     assert stream(worked, "reasoning", config=ALONE) is None
 
 
+VALID = (
+    "def is_valid(s):\n"
+    "    # {comment}\n"
+    '    parts = s.split(".")\n'
+    "    if len(parts) != 4:\n"
+    "        return False\n"
+    "    for {name} in parts:\n"
+    "        if not {name}.isdigit() or int({name}) > 255:  # {why}\n"
+    "            return False\n"
+    "    return True\n"
+)
+WORDS = [
+    ("Split into octets", "part", "out of range"),
+    ("Break the string into octets", "chunk", "not a byte"),
+    ("Split into octets", "p", "out of range"),
+    ("Four octets expected", "part", "too big"),
+]
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize("sizes", SIZES)
+def test_code_written_again_with_a_name_and_its_comments_changed_is_cut(channel, sizes):
+    # each copy renames the loop's name and rewords its comments: the same code again
+    remarks = ["Here is the final version:", "Updated version:", "Here's the updated code:"]
+    text = "Check each octet.\n\n"
+    first_end = -1
+    for n in range(7):
+        comment, name, why = WORDS[n % len(WORDS)]
+        code = VALID.format(comment=comment, name=name, why=why)
+        text += (remarks[n % 3] if n else "Here's the implementation:") + "\n\n" + _fenced(code)
+        first_end = len(text) if n == 0 else first_end
+        text += "\nThis rejects empty parts and values above 255.\n\n"
+    hit = stream(text, channel, sizes=sizes, config=ALONE)
+    assert hit is not None and hit.rule == "refenced", hit
+    assert hit.prune_offset == first_end  # the first version is kept
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        # three names changed at once: other code, however alike its shape
+        [("part", "is_valid", "s", "parts"), ("chunk", "is_valid", "t", "pieces"),
+         ("p", "is_valid", "u", "bits")],
+        # the function itself renamed: another version of its API
+        [("part", "is_valid", "s", "parts"), ("part", "valid_ipv4", "s", "parts"),
+         ("part", "check", "s", "parts")],
+    ],
+    ids=["three-names", "function"],
+)  # fmt: skip
+def test_code_with_more_changed_than_a_name_or_two_is_other_code(names):
+    text = "Check each octet.\n\n"
+    for loop, func, arg, parts in names:
+        code = VALID.format(comment="Split", name=loop, why="range")
+        code = code.replace("is_valid", func).replace("(s)", f"({arg})")
+        code = code.replace("s.split", f"{arg}.split").replace("parts", parts)
+        text += "Next:\n\n" + _fenced(code)
+    assert stream(text, "text", config=ALONE) is None
+
+
+def test_short_fences_of_other_commands_are_no_copies():
+    # a few commands each: all their words are names, and they differ in a name or two
+    runs = [("api", "lint"), ("web", "test"), ("cli", "build"), ("docs", "serve")]
+    text = "".join(
+        f"Now the {pkg} package:\n\n```bash\ncd {pkg}\nnpm install\nnpm run {task}\n```\n\n"
+        for pkg, task in runs
+    )
+    assert stream(text, "text", config=ALONE) is None
+
+
 SECTIONS = [
     "Clone the repository and create a virtual environment in its root. The tests expect the "
     "package installed in editable mode, so your changes are picked up without a reinstall, "

@@ -23,6 +23,12 @@ between (the file edited, then the build run again) ends the run. Fences that di
 line are other fences: a function fixed from one copy to the next never comes back word for
 word.
 
+A copy may also differ in its comments, reworded on the lines they were on, and in up to
+``RENAMED`` names, each written the same other way wherever it changes (``for part in parts``,
+then ``for chunk in parts``), in a fence of ``RENAMED_LINES`` code lines or more: the same
+code again, said other ways. A function or a type renamed is another version of its API, and a
+comment added is a line more.
+
 Where it cuts. After the run's first fence, at its closing fence line: the first run's output
 or the first version of the code is kept, and the copies after it are the loop.
 
@@ -34,11 +40,14 @@ to ``MAX_CHARS`` chars in all; the fences of the last stretch are kept by their 
 ``MAX_FENCES`` of them, and the latest sentences, at most ``MAX_HEARD``. The open fence's text
 is joined and looked up only when its length is one a kept fence has: joined at every line,
 a long fence would cost the square of its length. Two fences are compared once, by their
-sets of lines.
+sets of lines. Each code line's tokens are read once too; the open fence's code is compared
+with a kept fence's, token by token, only when it has as many lines as one copied twice, and
+a closed fence's with the kept ones of its line count.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from looprescue.detect import tally
@@ -66,6 +75,20 @@ MAX_HEARD: Final = 256
 MAX_CHARS: Final = 8000
 # The fences kept by their text: the oldest go first past this many.
 MAX_FENCES: Final = 64
+# A copy may differ from the fence it copies in its comments and in up to RENAMED names, the
+# same everywhere (``part`` written ``chunk`` on every line), in a fence of RENAMED_LINES lines
+# or more (fewer are a few commands, whose words are all names).
+RENAMED: Final = 2
+RENAMED_LINES: Final = 6
+# A line's tokens: a name, or any other char that is not space.
+_TOKEN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[^\sA-Za-z_]")
+# The words that define the name after them: renamed, it is another version of an API.
+_DEFINES: Final = frozenset(
+    {"def", "class", "function", "func", "fn", "struct", "interface", "enum", "trait", "type"}
+)
+_A_COMMENT: Final = ("#",)
+# A comment to the line's end: ``# ...`` (a space after it: ``#include`` is code), ``// ...``.
+_COMMENT: Final = re.compile(r"(?:^|(?<=\s))(?:#(?=\s|$)|//).*$")
 
 
 class _Fence:
@@ -82,6 +105,68 @@ class _Fence:
         self.last_end = end
         self.said = said
         self.run = run
+
+
+class _Code:
+    """A fence's code seen before, comments left out, and its copies so far that differ from
+    it in a name or two at most: as ``_Fence`` keeps them."""
+
+    __slots__ = ("copies", "first_end", "last_end", "lines", "run", "said", "start")
+
+    def __init__(
+        self, lines: list[tuple[str, ...]], start: int, end: int, said: int, run: int
+    ) -> None:
+        self.lines = lines
+        self.copies = 1
+        self.start = start
+        self.first_end = end
+        self.last_end = end
+        self.said = said
+        self.run = run
+
+
+def _tokens(line: str) -> tuple[str, ...]:
+    """A code line's tokens, its comment left out; a comment alone is one token, ``#``: a
+    comment reworded is the same line, a comment added is one more."""
+    if "#" in line or "//" in line:
+        line = _COMMENT.sub("", line)
+        if not line.strip():
+            return _A_COMMENT
+    return tuple(_TOKEN.findall(line))
+
+
+def _alike(a: list[tuple[str, ...]], b: list[tuple[str, ...]]) -> bool:
+    """Whether two fences' code (their lines' tokens, comments left out) is the same but for
+    up to ``RENAMED`` names, each written the same other way wherever it differs."""
+    if len(a) != len(b):
+        return False
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for one, other in zip(a, b, strict=True):
+        if one == other:
+            continue
+        if len(one) != len(other):
+            return False
+        for i, (x, y) in enumerate(zip(one, other, strict=True)):
+            if x == y:
+                continue
+            if not _is_name(x) or not _is_name(y):
+                return False  # (a changed value, operator or call: other code)
+            if i and one[i - 1] in _DEFINES:
+                return False  # (a function or a type renamed: another version of its API)
+            known = names.get(x)
+            if known is None:
+                if y in taken or len(names) >= RENAMED:
+                    return False
+                names[x] = y
+                taken.add(y)
+            elif known != y:
+                return False
+    return not names or len(a) >= RENAMED_LINES
+
+
+def _is_name(token: str) -> bool:
+    return token[0].isalpha() or token[0] == "_"
 
 
 class RefencedRule(Rule):
@@ -109,6 +194,11 @@ class RefencedRule(Rule):
         self._last_lines: frozenset[str] = frozenset()  # the latest fence's lines
         self._last_end = 0  # where the latest fence's closing line ended
         self._last_said = 0  # the new sentences said before it ended
+        # The open fence's code lines (comments left out), and the fences' code kept to tell
+        # a copy with a name or two changed; the line counts of those copied twice already.
+        self._code: list[tuple[str, ...]] = []
+        self._codes: list[_Code] = []
+        self._twice: dict[int, int] = {}
 
     def on_clauses(self, sentence: str, start: int, end: int) -> Hit | None:
         """A sentence of prose: what comes new between two fences is counted (a remark said
@@ -137,6 +227,13 @@ class RefencedRule(Rule):
         if self._chars > MAX_CHARS:
             self._lines = -1
             return None
+        tokens = _tokens(line)
+        if tokens:
+            self._code.append(tokens)
+            if len(self._code) in self._twice:
+                hit = self._renamed_third(end)
+                if hit is not None:
+                    return hit
         if self._lines < MIN_LINES or self._chars not in self._lengths:
             return None  # (no kept fence is as long: most lines)
         text = "".join(self._text)
@@ -163,11 +260,40 @@ class RefencedRule(Rule):
             evidence=excerpt(text.replace("\n", " / ")),
         )
 
+    def _renamed_third(self, end: int) -> Hit | None:
+        """The open fence's code, once it has as many lines as a fence's code copied twice
+        (a name or two changed at most): the third copy, when it comes soon after the last."""
+        code = self._code
+        for kept in reversed(self._codes):
+            if kept.copies < THIRD_TIME - 1 or not _alike(kept.lines, code):
+                continue
+            in_run = kept.run == self._run and self._soon_after(
+                self._last_end, self._last_said, False
+            )
+            if not (in_run or self._soon_after(kept.last_end, kept.said, False)):
+                continue
+            self._lines = -1
+            start, first_end = kept.start, kept.first_end
+            if in_run and self._run_first_end < first_end:
+                start, first_end = self._run_start, self._run_first_end
+            return Hit(
+                rule="refenced",
+                channel=self._channel,
+                prune_offset=first_end,
+                loop_start=start,
+                fired_at=end,
+                repeats=float(THIRD_TIME),
+                period=None,
+                evidence=excerpt(" / ".join(" ".join(line) for line in code)),
+            )
+        return None
+
     def end_fence(self, end: int) -> None:
         """A fence line that ends at ``end``: it closes the fence when lines came since the
         last one (an opening line, or an empty fence's closing one, resets the text)."""
         text, lines = "".join(self._text), self._lines
-        self._text, self._chars, self._lines = [], 0, 0
+        code = self._code
+        self._text, self._chars, self._lines, self._code = [], 0, 0, []
         if lines < MIN_LINES:
             return
         held = frozenset(text.split("\n"))
@@ -183,6 +309,8 @@ class RefencedRule(Rule):
             self._run_fences = 1
             self._run_start, self._run_first_end = self._start, end
         self._last_lines, self._last_end, self._last_said = held, end, self._said
+        if len(code) >= MIN_LINES:
+            self._keep_code(code, end)
         fence = self._seen.get(text)
         if fence is None:
             if len(self._seen) >= MAX_FENCES:
@@ -199,6 +327,32 @@ class RefencedRule(Rule):
             fence.copies = 1  # too much between: its copies count again from here
             fence.start, fence.first_end = self._start, end
         fence.last_end, fence.said, fence.run = end, self._said, self._run
+
+    def _keep_code(self, code: list[tuple[str, ...]], end: int) -> None:
+        """Count a closed fence's code as a copy of the latest kept one it is alike to (soon
+        after that one's last copy), or keep it as new."""
+        for kept in reversed(self._codes):
+            if len(kept.lines) != len(code) or not _alike(kept.lines, code):
+                continue
+            was_twice = kept.copies >= THIRD_TIME - 1
+            second = kept.copies == 1
+            if kept.run == self._run or self._soon_after(kept.last_end, kept.said, second):
+                kept.copies += 1
+            else:
+                kept.copies = 1  # too much between: its copies count again from here
+                kept.start, kept.first_end = self._start, end
+            if was_twice != (kept.copies >= THIRD_TIME - 1):
+                if was_twice:
+                    tally.drop(self._twice, len(kept.lines))
+                else:
+                    tally.add(self._twice, len(kept.lines))
+            kept.last_end, kept.said, kept.run = end, self._said, self._run
+            return
+        if len(self._codes) >= MAX_FENCES:
+            gone = self._codes.pop(0)
+            if gone.copies >= THIRD_TIME - 1:
+                tally.drop(self._twice, len(gone.lines))
+        self._codes.append(_Code(code, self._start, end, self._said, self._run))
 
     def _soon_after(self, end: int, said: int, second: bool) -> bool:
         """Whether the open fence comes soon after a fence that ended at ``end`` when ``said``
