@@ -471,6 +471,23 @@ def _held_at_end_of(text: str, upto: str) -> int:
     return stop - detector.safe_offset("text")
 
 
+def test_a_formula_clause_opens_no_string_of_openers_once_released():
+    # ``64 is 2^6,`` is a formula, no opener like ``Wait,``: the sentence it begins, let out
+    # as a formula, is never held again when its clause ends
+    from looprescue.config import DetectorConfig
+    from looprescue.detect.registry import RULE_NAMES
+
+    only_pool = DetectorConfig(ignore=[n for n in RULE_NAMES if n != "pool"])
+    text = "So r^2 = 657/64.\n\n64 is 2^6, and 657 is odd, so they share no factor.\n"
+    detector = StreamDetector(only_pool, watch="both")
+    released = 0
+    for ch in text:
+        assert detector.feed("reasoning", ch) is None
+        safe = detector.safe_offset("reasoning")
+        assert safe >= released, (released, safe)
+        released = safe
+
+
 MARKDOWN = (
     "Here is how the game works.\n\n### Team setup\n"
     "- **Teams:** each team has eight to eleven players on the field.\n"

@@ -720,7 +720,8 @@ class PoolRule(Rule):
                 break  # (the empty match at the end)
             words = clause.strip()
             if words and words[-1] in CLAUSE_MARKS:  # an ended clause: an opener, or never
-                if text_width(words) > OPENER_CHARS or not has_alnum(words):
+                # (a formula is no opener: ``64 is 2^6,`` begins a derivation's sentence)
+                if text_width(words) > OPENER_CHARS or not has_alnum(words) or notation(words):
                     self._strung = _NEVER
                     return False
                 self._strung, self._strung_from = _STRUNG, match.end()
