@@ -170,6 +170,17 @@ def test_a_short_unit_repeated_is_cut_within_about_300_chars(unit):
     assert hit.rule in ("cycle", "echo", "pool")
 
 
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+@pytest.mark.parametrize("sep", ["、", ", ", "; "])
+def test_a_row_of_one_value_is_data_until_it_runs_on(channel, sep):
+    # f(0) to f(20) are all 1 with only 1-yuan coins: a row of a table, no loop
+    row = "With 1-yuan coins only, f(0) to f(20) are: " + sep.join(["1"] * 21) + ".\n\nNext."
+    assert scan_text(row, channel) == []
+    # written on and on, it is one
+    hits = scan_text("The values: " + sep.join(["1"] * 120), channel)
+    assert hits and hits[0].rule == "cycle"
+
+
 def test_thirty_copies_of_one_letter_and_48_of_one_ideograph():
     _fires_early(LEAD + "a" * 60, len(LEAD), 30, keep=1)
     _fires_early(LEAD + "好" * 48, len(LEAD), 30, keep=1)

@@ -63,8 +63,12 @@ FACTS_REMEMBERED: Final = 256
 def copies_needed(cfg: DetectorConfig, unit: str, content: Content) -> float:
     """Copies of a unit (raw text of one copy) that make its repetition a loop."""
     size = len(unit)
-    # numbers and marks are data or emphasis more often than words are: twice the copies
-    doubt = 1.0 if content is Content.WORDS or content is Content.DIGITS else 2.0
+    # marks are emphasis more often than words are: twice the copies; numbers between marks
+    # are data (a row of a table of counts, ``1、1、1、…`` for f(0) to f(20)): four times
+    if content is Content.WORDS or content is Content.DIGITS:
+        doubt = 1.0
+    else:
+        doubt = 4.0 if content is Content.NUMERIC else 2.0
     if size == 1:
         return cfg.cycleCharRepeats * (1.0 if is_letter(unit) else 2.0)
     need = max(
