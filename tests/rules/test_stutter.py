@@ -165,3 +165,68 @@ def test_a_short_clause_said_ten_times_is_cut_before_its_sentence_ends(sizes):
 )
 def test_short_clauses_not_said_ten_times_in_prose_are_not_cut_in_their_sentence(text):
     assert [h.rule for h in scan_text(text, "text")] != ["stutter"]
+
+
+def handful(lang: str, copies: int) -> tuple[str, int, int]:
+    """A sentence that goes on saying two clauses, its connective changing each time; where
+    it begins to say them, and where the second time begins."""
+    if lang == "zh":
+        head, opening = "西湖的傍晚很美。在这里，", "你可以漫步苏堤，感受春风拂面，"
+        connectives, first, second = "也又还更", "可以漫步苏堤，", "感受春风拂面，"
+    else:
+        head, opening = "The lake is lovely at dusk. Here, ", "you can walk along the causeway, "
+        connectives = ["and you", "or you", "then you", "so you"]
+        first, second = " can walk along the causeway, ", "feel the spring breeze on your face, "
+        opening += second
+    text = head + opening
+    again = len(text)
+    for n in range(copies):
+        text += connectives[(n * 3) % len(connectives)] + first + second
+    return text, len(head), again
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("sizes", [(1,), (3,), (17,), (500,)])
+def test_a_sentence_of_clauses_from_a_handful_is_cut_after_its_first_unit(lang, sizes):
+    # no clause comes back to back, no sentence ends: only a handful of clauses, again
+    text, opening, again = handful(lang, 20)
+    hit = stream(text, "text", sizes=sizes)
+    assert hit is not None and hit.rule == "stutter", hit
+    assert (hit.loop_start, hit.prune_offset) == (opening, again)  # the first unit is kept
+    # the watermark never steps back, and what it let out past the cut is the hit's lead-in
+    detector, released, streamed = StreamDetector(), 0, None
+    for pos in range(0, len(text), 3):
+        streamed = detector.feed("text", text[pos : pos + 3])
+        if streamed is not None:
+            break
+        safe = detector.safe_offset("text")
+        assert safe >= released
+        released = safe
+    assert streamed is not None and released <= streamed.prune_offset + streamed.lead_in
+
+
+TERMS = ["rent", "food", "fuel", "power", "water", "phone", "gym", "books", "gifts", "tax"]
+TERMS += ["fees", "tips", "travel", "games", "music", "pets"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a long sentence whose clauses say new things
+        "我们先去了断桥，然后沿着白堤走到平湖秋月，接着坐船去了三潭印月，"
+        "又在花港观鱼看了锦鲤，中午在楼外楼吃了西湖醋鱼，下午去了雷峰塔，"
+        "傍晚在湖边看日落，晚上去河坊街逛夜市，买了一些龙井茶，最后回到酒店休息，"
+        "第二天早上又去灵隐寺烧香，下午去了西溪湿地，傍晚才回到市区。\n",
+        # a derivation worked step by step in one sentence
+        "; ".join(f"c = {c}: max(skip = 0, take = dp[{c - 1}] + 1 = 1) = 1" for c in range(1, 16))
+        + ".\n",
+        # a running sum worked out in one sentence, a new term in each formula
+        ", ".join(f"total = total + {name}" for name in TERMS) + ".\n",
+        # cases that differ in their numbers
+        ", ".join(f"in round {n} we add row {n} to the total" for n in range(1, 16)) + ".\n",
+    ],
+    ids=["new-clauses", "derivation", "running-sum", "numbered"],
+)
+def test_sentences_of_many_clauses_that_say_something_new_are_no_handful(text):
+    assert [h.rule for h in scan_text(text, "text")] != ["stutter"]
+    assert [h.rule for h in scan_text(text, "reasoning")] != ["stutter"]

@@ -22,7 +22,17 @@ the other rules: it fires at the mark after its last copy, before the sentence e
 one name ran on for 33 copies in one sentence of SmolLM2's). ``cycle`` would count it too, but
 only at its next checkpoint.
 
-Prune point: after the first copy (a periodic loop keeps one copy), at the second's start.
+A sentence that goes on saying a handful of clauses is such a loop too, though no clause comes
+back to back: ``也可以漫步苏堤，感受春风拂面，又可以漫步苏堤，感受春风拂面，…``, its
+connective changing, on and on with no sentence end. It is judged as the sentence is
+scanned: of its last ``HANDFUL_WINDOW`` times ``cycleClauseRepeats`` clauses of words, at most
+``HANDFUL_KINDS`` kinds (clauses one token apart, with the same numbers, are one kind), one of
+them said once more than ``cycleClauseRepeats``, and not all the same text. A clause with
+another number is another case or step, and a sentence of new clauses has many kinds.
+
+Prune point: after the first copy (a periodic loop keeps one copy), at the second's start; for
+a handful, where the run of its clauses began, its first unit kept (up to where the kind of
+its first clause comes again).
 
 Watermark: the sentence being written is followed clause by clause as it arrives; from a
 clause's second copy on, the text is held while the clause being written could be one more
@@ -34,6 +44,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from collections.abc import Callable
 from typing import Final
 
@@ -41,6 +52,7 @@ from looprescue.config import DetectorConfig
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import LONG_UNIT
+from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CLAUSES, OPEN_SENTENCE, WATERMARK, Rule
 from looprescue.detect.segment import Segmenter
 from looprescue.detect.shape import (
@@ -50,7 +62,7 @@ from looprescue.detect.shape import (
     is_clause_of_words,
     letters_in,
 )
-from looprescue.detect.text import LONG_SENTENCE, excerpt
+from looprescue.detect.text import LONG_SENTENCE, TOKEN, excerpt
 
 _FEEDS: Final = frozenset({CLAUSES, OPEN_SENTENCE, WATERMARK})
 
@@ -74,14 +86,104 @@ def _short_clause(body: str) -> bool:
     return letters_in(body) > 0 and not is_clause_of_words(body)
 
 
+# Clauses drawn from a handful, inside one unending sentence: of the last HANDFUL_WINDOW
+# times ``cycleClauseRepeats`` clauses of words, at most HANDFUL_KINDS kinds, one of them said
+# once more than ``cycleClauseRepeats`` (clauses one token apart are one kind:
+# ``也可以漫步苏堤``, ``又可以漫步苏堤``), and not all of them the same text (that is a plain
+# stutter, judged at ``cycleClauseRepeats`` copies).
+HANDFUL_WINDOW: Final = 4
+HANDFUL_KINDS: Final = 3
+
+
+class _Handful:
+    """The clauses of words of one sentence, each by its kind, and the last few of them: a
+    sentence that only says a handful of clauses again and again (``也可以漫步苏堤，感受春风拂面，
+    又可以漫步苏堤，感受春风拂面，``), its connective changing, has no clause said back to back,
+    yet nothing new comes."""
+
+    def __init__(self, need: int) -> None:
+        self._size = HANDFUL_WINDOW * need  # the clauses judged
+        self._top = need + 1  # the copies of its commonest kind
+        self._kinds: list[list[str]] = []  # each kind's first clause, as tokens
+        self._written: list[str] = []  # and as written
+        self._said: list[tuple[int, int]] = []  # (kind, where the clause starts), in order
+        self._window: deque[int] = deque()
+        self._bodies: deque[str] = deque()  # the window's clauses as written
+        self.found: tuple[int, int, int, str] | None = None
+        # where a cut could fall while the window may still become a handful (None: nowhere)
+        self.hold: int | None = None
+
+    def add(self, body: str, at: int) -> None:
+        if not is_clause_of_words(body):
+            return  # (too short to count: neither a member nor a break)
+        tokens = TOKEN.findall(body.casefold())
+        numbers = [token for token in tokens if token[0].isdigit()]
+        window = self._window
+        kind = -1
+        for known in set(window):  # (at most a window's kinds to compare with)
+            other = self._kinds[known]
+            if edit_distance_up_to(other, tokens, 1) <= 1 and numbers == [
+                token for token in other if token[0].isdigit()
+            ]:  # (a clause with another number says something new: a case, a step)
+                kind = known
+                break
+        if kind < 0:
+            kind = len(self._kinds)
+            self._kinds.append(tokens)
+            self._written.append(body)
+        self._said.append((kind, at))
+        window.append(kind)
+        self._bodies.append(body)
+        if len(window) > self._size:
+            window.popleft()
+            self._bodies.popleft()
+        kinds = set(window)
+        recurring = {k for k in kinds if window.count(k) >= 2}
+        said_again = {b for k, b in zip(window, self._bodies, strict=True) if k in recurring}
+        if len(kinds) > HANDFUL_KINDS or len(said_again) < 2:
+            # too many kinds, or one clause said again as it was (a plain stutter, which
+            # its own run judges at ``cycleClauseRepeats`` copies)
+            self.hold = None
+            return
+        unit = self._unit(kinds)
+        self.hold = unit[1] if unit is not None else None
+        if (
+            unit is not None
+            and len(window) == self._size
+            and max(window.count(k) for k in kinds) >= self._top
+        ):
+            self.found = unit
+
+    def _unit(self, kinds: set[int]) -> tuple[int, int, int, str] | None:
+        """The run of the handful's clauses: it began where the clauses before it stop being
+        them; its first unit, kept, goes up to where its first kind comes again."""
+        said = self._said
+        first = len(said) - 1
+        while first > 0 and said[first - 1][0] in kinds:
+            first -= 1
+        for start in range(first, len(said)):
+            opening = said[start][0]
+            again = next((at for kind, at in said[start + 1 :] if kind == opening), -1)
+            if again >= 0:  # (a kind said once opens no unit: the next one does)
+                copies = len(said) - start
+                return said[start][1], again, copies, self._written[opening]
+        return None
+
+
 class _Runs:
     """Clauses of one sentence taken one by one: the current run of copies, and the earliest
     run that reached ``need`` copies. Whether a clause counts (``counts``, by default
     ``is_clause_of_words``) is only asked once it is said again: most clauses never are."""
 
-    def __init__(self, need: int, counts: Callable[[str], bool] = is_clause_of_words) -> None:
+    def __init__(
+        self,
+        need: int,
+        counts: Callable[[str], bool] = is_clause_of_words,
+        handful: _Handful | None = None,
+    ) -> None:
         self.need = need
         self._counter = counts
+        self._handful = handful  # (the clauses also judged as drawn from a handful)
         self.last, self.last_at = "", 0  # the clause before, and where it starts
         self.run = self.first = self.second = 0  # copies in the run, where the first two start
         self._counts: bool | None = None  # whether ``last`` counts (None: not asked yet)
@@ -112,6 +214,10 @@ class _Runs:
         return self._counts
 
     def add(self, body: str, at: int) -> None:
+        handful = self._handful
+        if handful is not None and self.found is None:
+            handful.add(body, at)
+            self.found = handful.found
         if body == self.last and self.run and self._last_counts():
             self.run += 1
         elif self.run == 1 and _ends_with(self.last, body):
@@ -155,8 +261,10 @@ class StutterRule(Rule):
         self._need = max(2, math.ceil(cfg.cycleClauseRepeats))
         # the watermark's view of the sentence being written: its start, the clauses taken
         # from it so far and where the next one starts
+        self._returned = 0  # the watermark given last
         self._open_from = -1
-        self._open = _Runs(self._need)
+        self._open_handful = _Handful(self._need)
+        self._open = _Runs(self._need, handful=self._open_handful)
         self._open_next = 0  # where the clause being written starts
         self._open_scanned = 0  # chars searched for clause marks up to here
         # The sentence being written, as the segmenter scans it (in offset order with the
@@ -164,7 +272,8 @@ class StutterRule(Rule):
         # clause (``灯烛、`` x 10) repeated ``cycleShortRepeats`` times fires there and then.
         self._short_need = max(2, math.ceil(cfg.cycleShortRepeats))
         self._scan_from = -1
-        self._scan = _Runs(self._short_need, _short_clause)
+        self._scan_handful = _Handful(self._need)
+        self._scan = _Runs(self._short_need, _short_clause, self._scan_handful)
         self._scan_next = 0  # where the clause being scanned starts
         self._scan_pos = 0  # chars searched for clause marks up to here
 
@@ -194,7 +303,8 @@ class StutterRule(Rule):
         as soon as a short unit's copies are; waiting for the sentence end lets it run on.)"""
         if sentence_from != self._scan_from:
             self._scan_from = self._scan_next = self._scan_pos = sentence_from
-            self._scan = _Runs(self._short_need, _short_clause)
+            self._scan_handful = _Handful(self._need)
+            self._scan = _Runs(self._short_need, _short_clause, self._scan_handful)
         runs = self._scan
         if stop - sentence_from > LONG_UNIT or runs.has_found() or stop <= self._scan_pos:
             return None
@@ -204,16 +314,25 @@ class StutterRule(Rule):
         if found is None:
             return None
         first, second, copies, clause = found
-        return self._hit(first, second, copies, clause, self._scan_next)  # at the last mark
+        # (a handful's second unit may have gone out before its clauses came back)
+        lead_in = max(0, self._returned - second) if found is self._scan_handful.found else 0
+        return self._hit(first, second, copies, clause, self._scan_next, lead_in)
 
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Hold a stutter back while its sentence is being written: it is judged when the
         sentence ends, and cut at its second copy. Each char is searched for a clause mark
-        once, and each clause read once."""
+        once, and each clause read once. What went out stays out: a handful's second unit,
+        let go before its clauses were seen to come back, is the hit's lead-in."""
+        held = self._held(win, segmenter)
+        self._returned = held
+        return held
+
+    def _held(self, win: TextWindow, segmenter: Segmenter) -> int:
         sentence_from, end = segmenter.sentence_from, win.end
         if sentence_from != self._open_from:
             self._open_from = self._open_next = self._open_scanned = sentence_from
-            self._open = _Runs(self._need)
+            self._open_handful = _Handful(self._need)
+            self._open = _Runs(self._need, handful=self._open_handful)
         if end - sentence_from > LONG_UNIT:
             return end  # (the segmenter judges no longer sentence by its text)
         runs = self._open
@@ -221,16 +340,25 @@ class StutterRule(Rule):
             if win.last_mark >= self._open_scanned:  # (mostly no clause mark came since)
                 self._open_next = runs.take(win, self._open_next, self._open_scanned, end)
             self._open_scanned = end
-        if runs.found is not None:
-            return runs.found[1]
+        found = runs.found
+        if found is not None:
+            if found is self._open_handful.found:
+                return max(found[1], self._returned)  # (see below)
+            return found[1]
+        # a handful of clauses may be forming: held from where its cut would fall, but not
+        # back from what this rule let out already (the hit counts that as its lead-in)
+        handful = self._open_handful.hold
+        handful = end if handful is None else max(handful, self._returned)
         start = self._open_next
         if not runs.run or end - start > len(runs.last) + 8:
-            return end  # (longer than the clause plus a mark and spaces: no copy of it)
+            return handful  # (longer than the clause plus a mark and spaces: no copy of it)
         partial = win.raw[start - win.base : end - win.base]
         held = runs.hold_from(partial, start + len(partial) - len(partial.lstrip()))
-        return end if held is None else held
+        return handful if held is None else min(held, handful)
 
-    def _hit(self, loop_start: int, prune: int, copies: int, clause: str, end: int) -> Hit:
+    def _hit(
+        self, loop_start: int, prune: int, copies: int, clause: str, end: int, lead_in: int = 0
+    ) -> Hit:
         return Hit(
             rule="stutter",
             channel=self._channel,
@@ -240,4 +368,5 @@ class StutterRule(Rule):
             repeats=float(copies),
             period=prune - loop_start,
             evidence=excerpt(clause),
+            lead_in=lead_in,
         )
