@@ -40,9 +40,9 @@ to ``MAX_CHARS`` chars in all; the fences of the last stretch are kept by their 
 ``MAX_FENCES`` of them, and the latest sentences, at most ``MAX_HEARD``. The open fence's text
 is joined and looked up only when its length is one a kept fence has: joined at every line,
 a long fence would cost the square of its length. Two fences are compared once, by their
-sets of lines. Each code line's tokens are read once too; the open fence's code is compared
-with a kept fence's, token by token, only when it has as many lines as one copied twice, and
-a closed fence's with the kept ones of its line count.
+sets of lines. A fence's code is read into tokens only when a kept fence has as many lines:
+the open fence's once it has as many as one copied twice, a closed fence's when one of its
+line count is kept (each kept fence's once, when first compared).
 """
 
 from __future__ import annotations
@@ -108,21 +108,26 @@ class _Fence:
 
 
 class _Code:
-    """A fence's code seen before, comments left out, and its copies so far that differ from
-    it in a name or two at most: as ``_Fence`` keeps them."""
+    """A fence's code seen before, and its copies so far that differ from it in comments and
+    a name or two at most: as ``_Fence`` keeps them. Its lines are read into tokens when a
+    fence of as many lines is first compared with it (most fences never are)."""
 
-    __slots__ = ("copies", "first_end", "last_end", "lines", "run", "said", "start")
+    __slots__ = ("_tokens", "copies", "first_end", "last_end", "lines", "run", "said", "start")
 
-    def __init__(
-        self, lines: list[tuple[str, ...]], start: int, end: int, said: int, run: int
-    ) -> None:
+    def __init__(self, lines: list[str], start: int, end: int, said: int, run: int) -> None:
         self.lines = lines
+        self._tokens: list[tuple[str, ...]] | None = None
         self.copies = 1
         self.start = start
         self.first_end = end
         self.last_end = end
         self.said = said
         self.run = run
+
+    def tokens(self) -> list[tuple[str, ...]]:
+        if self._tokens is None:
+            self._tokens = [_tokens(line) for line in self.lines]
+        return self._tokens
 
 
 def _tokens(line: str) -> tuple[str, ...]:
@@ -194,9 +199,8 @@ class RefencedRule(Rule):
         self._last_lines: frozenset[str] = frozenset()  # the latest fence's lines
         self._last_end = 0  # where the latest fence's closing line ended
         self._last_said = 0  # the new sentences said before it ended
-        # The open fence's code lines (comments left out), and the fences' code kept to tell
-        # a copy with a name or two changed; the line counts of those copied twice already.
-        self._code: list[tuple[str, ...]] = []
+        # The fences' code kept to tell a copy with a name or two changed, and the line
+        # counts of those copied twice already.
         self._codes: list[_Code] = []
         self._twice: dict[int, int] = {}
 
@@ -227,13 +231,10 @@ class RefencedRule(Rule):
         if self._chars > MAX_CHARS:
             self._lines = -1
             return None
-        tokens = _tokens(line)
-        if tokens:
-            self._code.append(tokens)
-            if len(self._code) in self._twice:
-                hit = self._renamed_third(end)
-                if hit is not None:
-                    return hit
+        if self._lines in self._twice:
+            hit = self._renamed_third(end)
+            if hit is not None:
+                return hit
         if self._lines < MIN_LINES or self._chars not in self._lengths:
             return None  # (no kept fence is as long: most lines)
         text = "".join(self._text)
@@ -263,9 +264,13 @@ class RefencedRule(Rule):
     def _renamed_third(self, end: int) -> Hit | None:
         """The open fence's code, once it has as many lines as a fence's code copied twice
         (a name or two changed at most): the third copy, when it comes soon after the last."""
-        code = self._code
+        code = [_tokens(line) for line in self._text]
         for kept in reversed(self._codes):
-            if kept.copies < THIRD_TIME - 1 or not _alike(kept.lines, code):
+            if (
+                kept.copies < THIRD_TIME - 1
+                or len(kept.lines) != len(code)
+                or not _alike(kept.tokens(), code)
+            ):
                 continue
             in_run = kept.run == self._run and self._soon_after(
                 self._last_end, self._last_said, False
@@ -292,8 +297,8 @@ class RefencedRule(Rule):
         """A fence line that ends at ``end``: it closes the fence when lines came since the
         last one (an opening line, or an empty fence's closing one, resets the text)."""
         text, lines = "".join(self._text), self._lines
-        code = self._code
-        self._text, self._chars, self._lines, self._code = [], 0, 0, []
+        code = self._text
+        self._text, self._chars, self._lines = [], 0, 0
         if lines < MIN_LINES:
             return
         held = frozenset(text.split("\n"))
@@ -309,8 +314,7 @@ class RefencedRule(Rule):
             self._run_fences = 1
             self._run_start, self._run_first_end = self._start, end
         self._last_lines, self._last_end, self._last_said = held, end, self._said
-        if len(code) >= MIN_LINES:
-            self._keep_code(code, end)
+        self._keep_code(code, end)
         fence = self._seen.get(text)
         if fence is None:
             if len(self._seen) >= MAX_FENCES:
@@ -328,11 +332,16 @@ class RefencedRule(Rule):
             fence.start, fence.first_end = self._start, end
         fence.last_end, fence.said, fence.run = end, self._said, self._run
 
-    def _keep_code(self, code: list[tuple[str, ...]], end: int) -> None:
-        """Count a closed fence's code as a copy of the latest kept one it is alike to (soon
-        after that one's last copy), or keep it as new."""
+    def _keep_code(self, code: list[str], end: int) -> None:
+        """Count a closed fence's code (its lines) as a copy of the latest kept one it is alike
+        to (soon after that one's last copy), or keep it as new."""
+        tokens: list[tuple[str, ...]] | None = None
         for kept in reversed(self._codes):
-            if len(kept.lines) != len(code) or not _alike(kept.lines, code):
+            if len(kept.lines) != len(code):
+                continue  # (the cheap look: most kept fences have another length)
+            if tokens is None:
+                tokens = [_tokens(line) for line in code]
+            if not _alike(kept.tokens(), tokens):
                 continue
             was_twice = kept.copies >= THIRD_TIME - 1
             second = kept.copies == 1
