@@ -170,6 +170,15 @@ def _alike(a: list[tuple[str, ...]], b: list[tuple[str, ...]]) -> bool:
     return not names or len(a) >= RENAMED_LINES
 
 
+def _mostly_same(kept: list[str], lines: list[str]) -> bool:
+    """Whether two fences have as many lines, at least half of them the same text: a copy
+    with a name or its comments changed keeps most lines as they were (the cheap look before
+    their tokens are compared)."""
+    if len(kept) != len(lines):
+        return False
+    return 2 * sum(a == b for a, b in zip(kept, lines, strict=True)) >= len(lines)
+
+
 def _is_name(token: str) -> bool:
     return token[0].isalpha() or token[0] == "_"
 
@@ -264,13 +273,14 @@ class RefencedRule(Rule):
     def _renamed_third(self, end: int) -> Hit | None:
         """The open fence's code, once it has as many lines as a fence's code copied twice
         (a name or two changed at most): the third copy, when it comes soon after the last."""
-        code = [_tokens(line) for line in self._text]
+        lines = self._text
+        code: list[tuple[str, ...]] | None = None
         for kept in reversed(self._codes):
-            if (
-                kept.copies < THIRD_TIME - 1
-                or len(kept.lines) != len(code)
-                or not _alike(kept.tokens(), code)
-            ):
+            if kept.copies < THIRD_TIME - 1 or not _mostly_same(kept.lines, lines):
+                continue
+            if code is None:
+                code = [_tokens(line) for line in lines]
+            if not _alike(kept.tokens(), code):
                 continue
             in_run = kept.run == self._run and self._soon_after(
                 self._last_end, self._last_said, False
@@ -289,7 +299,7 @@ class RefencedRule(Rule):
                 fired_at=end,
                 repeats=float(THIRD_TIME),
                 period=None,
-                evidence=excerpt(" / ".join(" ".join(line) for line in code)),
+                evidence=excerpt("".join(lines).replace("\n", " / ")),
             )
         return None
 
@@ -337,8 +347,8 @@ class RefencedRule(Rule):
         to (soon after that one's last copy), or keep it as new."""
         tokens: list[tuple[str, ...]] | None = None
         for kept in reversed(self._codes):
-            if len(kept.lines) != len(code):
-                continue  # (the cheap look: most kept fences have another length)
+            if not _mostly_same(kept.lines, code):
+                continue  # (the cheap look: most kept fences have other lines)
             if tokens is None:
                 tokens = [_tokens(line) for line in code]
             if not _alike(kept.tokens(), tokens):
