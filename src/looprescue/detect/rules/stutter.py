@@ -49,6 +49,7 @@ from collections.abc import Callable
 from typing import Final
 
 from looprescue.config import DetectorConfig
+from looprescue.detect import tally
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
 from looprescue.detect.limits import LONG_UNIT
@@ -108,6 +109,7 @@ class _Handful:
         self._written: list[str] = []  # and as written
         self._said: list[tuple[int, int]] = []  # (kind, where the clause starts), in order
         self._window: deque[int] = deque()
+        self._counts: dict[int, int] = {}  # the window's kinds, how many of each
         self._bodies: deque[str] = deque()  # the window's clauses as written
         self.found: tuple[int, int, int, str] | None = None
         # where a cut could fall while the window may still become a handful (None: nowhere)
@@ -118,9 +120,9 @@ class _Handful:
             return  # (too short to count: neither a member nor a break)
         tokens = TOKEN.findall(body.casefold())
         numbers = [token for token in tokens if token[0].isdigit()]
-        window = self._window
+        window, counts = self._window, self._counts
         kind = -1
-        for known in set(window):  # (at most a window's kinds to compare with)
+        for known in counts:  # (at most a window's kinds to compare with)
             other = self._kinds[known]
             if edit_distance_up_to(other, tokens, 1) <= 1 and numbers == [
                 token for token in other if token[0].isdigit()
@@ -134,24 +136,23 @@ class _Handful:
         self._said.append((kind, at))
         window.append(kind)
         self._bodies.append(body)
+        tally.add(counts, kind)
         if len(window) > self._size:
-            window.popleft()
+            tally.drop(counts, window.popleft())
             self._bodies.popleft()
-        kinds = set(window)
-        recurring = {k for k in kinds if window.count(k) >= 2}
-        said_again = {b for k, b in zip(window, self._bodies, strict=True) if k in recurring}
-        if len(kinds) > HANDFUL_KINDS or len(said_again) < 2:
-            # too many kinds, or one clause said again as it was (a plain stutter, which
-            # its own run judges at ``cycleClauseRepeats`` copies)
+        if len(counts) > HANDFUL_KINDS:
+            self.hold = None  # (most sentences: their clauses say new things)
+            return
+        kinds = set(counts)
+        said_again = {b for k, b in zip(window, self._bodies, strict=True) if counts[k] >= 2}
+        if len(said_again) < 2:
+            # one clause said again as it was: a plain stutter, which its own run judges at
+            # ``cycleClauseRepeats`` copies
             self.hold = None
             return
         unit = self._unit(kinds)
         self.hold = unit[1] if unit is not None else None
-        if (
-            unit is not None
-            and len(window) == self._size
-            and max(window.count(k) for k in kinds) >= self._top
-        ):
+        if unit is not None and len(window) == self._size and max(counts.values()) >= self._top:
             self.found = unit
 
     def _unit(self, kinds: set[int]) -> tuple[int, int, int, str] | None:
