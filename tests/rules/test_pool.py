@@ -471,6 +471,26 @@ def _held_at_end_of(text: str, upto: str) -> int:
     return stop - detector.safe_offset("text")
 
 
+@pytest.mark.parametrize(
+    "sentence",
+    ["In this case, \\( a = 324 \\), the angle is small.", "So it is \\boxed{x = 1} here."],
+)
+def test_a_latex_command_being_written_is_judged_once_whole(sentence):
+    # ``\\`` alone reads as a formula mark, ``\\(`` frames a phrase: the sentence is not let
+    # out at the backslash and held again at the bracket
+    from looprescue.config import DetectorConfig
+    from looprescue.detect.registry import RULE_NAMES
+
+    only_pool = DetectorConfig(ignore=[n for n in RULE_NAMES if n != "pool"])
+    detector = StreamDetector(only_pool, watch="both")
+    released = 0
+    for ch in "Then the modulus follows.\n\n" + sentence + "\n":
+        assert detector.feed("reasoning", ch) is None
+        safe = detector.safe_offset("reasoning")
+        assert safe >= released, (released, safe)
+        released = safe
+
+
 def test_a_formula_clause_opens_no_string_of_openers_once_released():
     # ``64 is 2^6,`` is a formula, no opener like ``Wait,``: the sentence it begins, let out
     # as a formula, is never held again when its clause ends

@@ -173,6 +173,8 @@ def refrain(
     return verse >= VERSE_LINES
 
 
+# A LaTeX command at the end of the text, not closed yet: ``\``, ``\boxed``, ``\boxed{1``.
+_UNFINISHED_COMMAND: Final = re.compile(r"\\[a-z]*(?:\{[^{}]*)?$")
 # Labelled units counting up from a batch's onset, at least this many, are an enumeration.
 ENUMERATED_ITEMS: Final = 3
 
@@ -659,7 +661,9 @@ class PoolRule(Rule):
             self._free_tail = tail_start
             return end
         folded = tail.strip().casefold()
-        if notation(folded):
+        # (a LaTeX command still being written, ``\`` or ``\boxed{1``, is judged once it is
+        # whole: ``\(`` and ``\boxed{1}`` frame a phrase, and what went out stays out)
+        if notation(_UNFINISHED_COMMAND.sub("", folded)):
             return end  # a formula or code: it ends as no phrase and no repeat
         if len(folded) <= HOLD_CHARS and text_width(folded) <= HOLD_CHARS:
             # its phrase is no wider than this (normalising only drops and folds chars)
