@@ -173,12 +173,22 @@ def test_a_short_unit_repeated_is_cut_within_about_300_chars(unit):
 @pytest.mark.parametrize("channel", ["reasoning", "text"])
 @pytest.mark.parametrize("sep", ["、", ", ", "; "])
 def test_a_row_of_one_value_is_data_until_it_runs_on(channel, sep):
-    # f(0) to f(20) are all 1 with only 1-yuan coins: a row of a table, no loop
+    # f(0) to f(20) are all 1 with only 1-yuan coins: a row of a table, no loop (a number and
+    # a full stop, ``1. 1. 1.``, is a list number chanted, and needs no more than marks do)
     row = "With 1-yuan coins only, f(0) to f(20) are: " + sep.join(["1"] * 21) + ".\n\nNext."
     assert scan_text(row, channel) == []
     # written on and on, it is one
     hits = scan_text("The values: " + sep.join(["1"] * 120), channel)
     assert hits and hits[0].rule == "cycle"
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_a_list_number_chanted_in_a_fence_is_cut_within_300_chars(channel):
+    # SmolLM2's log of a batch job (make e2e): ``1. 1. 1. …`` in a fence, on and on
+    head = "Here are the log lines:\n\n```\n"
+    hits = scan_text(head + "1. " * 300, channel)
+    assert hits and hits[0].rule == "cycle"
+    assert hits[0].fired_at - len(head) <= 300
 
 
 def test_thirty_copies_of_one_letter_and_48_of_one_ideograph():

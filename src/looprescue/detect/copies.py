@@ -63,12 +63,14 @@ FACTS_REMEMBERED: Final = 256
 def copies_needed(cfg: DetectorConfig, unit: str, content: Content) -> float:
     """Copies of a unit (raw text of one copy) that make its repetition a loop."""
     size = len(unit)
-    # marks are emphasis more often than words are: twice the copies; numbers between marks
-    # are data (a row of a table of counts, ``1、1、1、…`` for f(0) to f(20)): four times
+    # numbers and marks are data or emphasis more often than words are: twice the copies; a
+    # number and a list's separator are a row of data (``1、1、1、…`` for f(0) to f(20), a row
+    # of zeros): four times. (A number and a full stop, ``1. 1. 1.``, is a list number
+    # chanted: a small model's loop.)
     if content is Content.WORDS or content is Content.DIGITS:
         doubt = 1.0
     else:
-        doubt = 4.0 if content is Content.NUMERIC else 2.0
+        doubt = 4.0 if content is Content.NUMERIC and _a_row(unit) else 2.0
     if size == 1:
         return cfg.cycleCharRepeats * (1.0 if is_letter(unit) else 2.0)
     need = max(
@@ -80,6 +82,16 @@ def copies_needed(cfg: DetectorConfig, unit: str, content: Content) -> float:
     elif content is Content.WORDS and is_one_clause(unit):
         need = min(need, max(cfg.cycleMinRepeats, cfg.cycleClauseRepeats))
     return need * doubt
+
+
+# What separates the values of a row of data: a comma, a semicolon, an enumeration comma.
+_ROW_SEPARATORS: Final = frozenset(",，、;； \t")
+
+
+def _a_row(unit: str) -> bool:
+    """Whether a unit of numbers and marks is one value of a row: besides its digits, only
+    what separates values (``1、``, ``0, ``)."""
+    return all(c.isdigit() or c in _ROW_SEPARATORS for c in unit)
 
 
 # Code repeats short lines (braces, blank comments, decorators, ``pass``) and blocks, and a long
