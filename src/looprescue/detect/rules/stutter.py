@@ -185,6 +185,7 @@ class _Runs:
         self.need = need
         self._counter = counts
         self._handful = handful  # (the clauses also judged as drawn from a handful)
+        self.by_handful = False  # whether ``found`` is the handful's
         self.last, self.last_at = "", 0  # the clause before, and where it starts
         self.run = self.first = self.second = 0  # copies in the run, where the first two start
         self._counts: bool | None = None  # whether ``last`` counts (None: not asked yet)
@@ -218,7 +219,8 @@ class _Runs:
         handful = self._handful
         if handful is not None and self.found is None:
             handful.add(body, at)
-            self.found = handful.found
+            if handful.found is not None:
+                self.found, self.by_handful = handful.found, True
         if body == self.last and self.run and self._last_counts():
             self.run += 1
         elif self.run == 1 and _ends_with(self.last, body):
@@ -273,8 +275,7 @@ class StutterRule(Rule):
         # clause (``灯烛、`` x 10) repeated ``cycleShortRepeats`` times fires there and then.
         self._short_need = max(2, math.ceil(cfg.cycleShortRepeats))
         self._scan_from = -1
-        self._scan_handful = _Handful(self._need)
-        self._scan = _Runs(self._short_need, _short_clause, self._scan_handful)
+        self._scan = _Runs(self._short_need, _short_clause, _Handful(self._need))
         self._scan_next = 0  # where the clause being scanned starts
         self._scan_pos = 0  # chars searched for clause marks up to here
 
@@ -304,8 +305,7 @@ class StutterRule(Rule):
         as soon as a short unit's copies are; waiting for the sentence end lets it run on.)"""
         if sentence_from != self._scan_from:
             self._scan_from = self._scan_next = self._scan_pos = sentence_from
-            self._scan_handful = _Handful(self._need)
-            self._scan = _Runs(self._short_need, _short_clause, self._scan_handful)
+            self._scan = _Runs(self._short_need, _short_clause, _Handful(self._need))
         runs = self._scan
         if stop - sentence_from > LONG_UNIT or runs.has_found() or stop <= self._scan_pos:
             return None
@@ -316,7 +316,7 @@ class StutterRule(Rule):
             return None
         first, second, copies, clause = found
         # (a handful's second unit may have gone out before its clauses came back)
-        lead_in = max(0, self._returned - second) if found is self._scan_handful.found else 0
+        lead_in = max(0, self._returned - second) if runs.by_handful else 0
         return self._hit(first, second, copies, clause, self._scan_next, lead_in)
 
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
@@ -343,7 +343,7 @@ class StutterRule(Rule):
             self._open_scanned = end
         found = runs.found
         if found is not None:
-            if found is self._open_handful.found:
+            if runs.by_handful:
                 return max(found[1], self._returned)  # (see below)
             return found[1]
         # a handful of clauses may be forming: held from where its cut would fall, but not
