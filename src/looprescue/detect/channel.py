@@ -263,12 +263,13 @@ class ChannelDetector:
         )
 
     def _settle(self, hit: Hit) -> Hit:
-        """The hit as the rule that made it settles it, given the other rules. A rule that
-        holds nothing back does not know what went out past its cut: the channel does (the
-        watermark it gave last), and counts that as the hit's lead-in."""
+        """The hit as the rule that made it settles it, given the other rules. A rule does
+        not know what went out past its cut (one that holds nothing back, or a handful of
+        clauses whose second unit went out before its clauses came back): the channel does
+        (the watermark it gave last), and counts that as the hit's lead-in."""
         rule = self.rule(hit.rule)
         hit = rule.settle(self._win, hit, self._rules)
-        if rule not in self._holding_rules and self._released > hit.prune_offset + hit.lead_in:
+        if self._released > hit.prune_offset + hit.lead_in:
             hit = replace(hit, lead_in=self._released - hit.prune_offset)
         return hit
 

@@ -315,9 +315,7 @@ class StutterRule(Rule):
         if found is None:
             return None
         first, second, copies, clause = found
-        # (a handful's second unit may have gone out before its clauses came back)
-        lead_in = max(0, self._returned - second) if runs.by_handful else 0
-        return self._hit(first, second, copies, clause, self._scan_next, lead_in)
+        return self._hit(first, second, copies, clause, self._scan_next)  # at the last mark
 
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Hold a stutter back while its sentence is being written: it is judged when the
@@ -357,9 +355,7 @@ class StutterRule(Rule):
         held = runs.hold_from(partial, start + len(partial) - len(partial.lstrip()))
         return handful if held is None else min(held, handful)
 
-    def _hit(
-        self, loop_start: int, prune: int, copies: int, clause: str, end: int, lead_in: int = 0
-    ) -> Hit:
+    def _hit(self, loop_start: int, prune: int, copies: int, clause: str, end: int) -> Hit:
         return Hit(
             rule="stutter",
             channel=self._channel,
@@ -369,5 +365,6 @@ class StutterRule(Rule):
             repeats=float(copies),
             period=prune - loop_start,
             evidence=excerpt(clause),
-            lead_in=lead_in,
+            # (a handful's second unit may have gone out before its clauses came back: the
+            # channel, which knows what went out, counts it as the lead-in)
         )
