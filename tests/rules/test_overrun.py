@@ -18,17 +18,23 @@ from looprescue.detect.rules.overrun import overrun_items
 CONFIG = load_config(None, {})
 
 
-def stream(text: str, asked: tuple[tuple[int, int], ...], seed: int = 0, past: int = -1) -> tuple:
+def stream(
+    text: str,
+    asked: tuple[tuple[int, int], ...],
+    seed: int = 0,
+    past: int = -1,
+    channel: str = "text",
+) -> tuple:
     """(hit, the most chars from ``past`` on that the watermark ever released)."""
     detector = StreamDetector(CONFIG, watch="both", asked=asked)
     leaked = 0
     for delta in random_deltas(text, random.Random(seed)):
-        hit = detector.feed("text", delta)
+        hit = detector.feed(channel, delta)
         if hit is not None:
             return hit, leaked
         if past >= 0:
-            leaked = max(leaked, detector.safe_offset("text") - past)
-    return detector.flush("text"), leaked
+            leaked = max(leaked, detector.safe_offset(channel) - past)
+    return detector.flush(channel), leaked
 
 
 COUNT_TO = ", ".join(str(n) for n in range(1, 121))  # asked for 1..50
@@ -447,24 +453,12 @@ def brainstorm(lang: str, new: int, last: int, seed: int = 0) -> str:
     return head + "".join(ITEM[lang].format(n, item) for n, item in enumerate(items, 1))
 
 
-def stream_reasoning(text: str, asked: tuple[tuple[int, int], ...], seed: int = 0) -> tuple:
-    """(hit, the furthest the watermark released) for the reasoning channel."""
-    detector = StreamDetector(CONFIG, watch="both", asked=asked)
-    released = 0
-    for delta in random_deltas(text, random.Random(seed)):
-        hit = detector.feed("reasoning", delta)
-        if hit is not None:
-            return hit, released
-        released = max(released, detector.safe_offset("reasoning"))
-    return detector.flush("reasoning"), released
-
-
 @pytest.mark.parametrize("lang", sorted(NAMES))
 @pytest.mark.parametrize("seed", range(2))
 def test_a_list_in_the_reasoning_that_says_the_same_names_past_the_range_is_cut(lang, seed):
     # ten names asked; the reasoning's list runs on, each item one of three names again
     text = brainstorm(lang, 7, 60, seed)
-    hit, released = stream_reasoning(text, ((1, 10),), seed)
+    hit, released = stream(text, ((1, 10),), seed, past=0, channel="reasoning")
     assert hit is not None and hit.rule == "overrun" and hit.channel == "reasoning"
     first_past = text.index(ITEM[lang].format(11, "")[:3])
     assert hit.prune_offset == first_past  # the items asked for stay
@@ -475,16 +469,16 @@ def test_a_list_in_the_reasoning_that_says_the_same_names_past_the_range_is_cut(
 def test_a_list_in_the_reasoning_that_drafts_more_than_asked_is_no_loop(lang):
     # thirty new names for ten asked: a draft to choose from
     text = brainstorm(lang, 30, 30)
-    hit, released = stream_reasoning(text, ((1, 10),))
+    hit, released = stream(text, ((1, 10),), past=0, channel="reasoning")
     assert hit is None
     # and nothing held back for it: the other rules hold as much without the request
-    assert released == stream_reasoning(text, ())[1]
+    assert released == stream(text, (), past=0, channel="reasoning")[1]
 
 
 def test_a_draft_that_turns_to_saying_the_same_is_cut_where_it_does() -> None:
     # new names up to 20, then the same three on and on: cut at the run of repeats
     text = brainstorm("en", 20, 60)
-    hit, _ = stream_reasoning(text, ((1, 10),))
+    hit, _ = stream(text, ((1, 10),), channel="reasoning")
     assert hit is not None and text[hit.prune_offset :].startswith("21. ")
 
 

@@ -107,22 +107,17 @@ class _Fence:
         self.run = run
 
 
-class _Code:
+class _Code(_Fence):
     """A fence's code seen before, and its copies so far that differ from it in comments and
-    a name or two at most: as ``_Fence`` keeps them. Its lines are read into tokens when a
-    fence of as many lines is first compared with it (most fences never are)."""
+    a name or two at most. Its lines are read into tokens when a fence of as many lines is
+    first compared with it (most fences never are)."""
 
-    __slots__ = ("_tokens", "copies", "first_end", "last_end", "lines", "run", "said", "start")
+    __slots__ = ("_tokens", "lines")
 
     def __init__(self, lines: list[str], start: int, end: int, said: int, run: int) -> None:
+        super().__init__(start, end, said, run)
         self.lines = lines
         self._tokens: list[tuple[str, ...]] | None = None
-        self.copies = 1
-        self.start = start
-        self.first_end = end
-        self.last_end = end
-        self.said = said
-        self.run = run
 
     def tokens(self) -> list[tuple[str, ...]]:
         if self._tokens is None:
@@ -250,10 +245,16 @@ class RefencedRule(Rule):
         fence = self._seen.get(text)
         if fence is None or fence.copies < THIRD_TIME - 1:
             return None
+        # as long as a fence written twice: the third copy, whatever line comes next
+        return self._third(fence, text, end)
+
+    def _third(self, fence: _Fence, text: str, end: int) -> Hit | None:
+        """The open fence as the third copy of ``fence``, when it comes soon after the last
+        one (or in their run): cut after the first copy, or after the run's first fence when a
+        near-copy began the run."""
         in_run = fence.run == self._run and self._soon_after(self._last_end, self._last_said, False)
         if not (in_run or self._soon_after(fence.last_end, fence.said, False)):
             return None
-        # as long as a fence written twice: the third copy, whatever line comes next
         self._lines = -1
         start, first_end = fence.start, fence.first_end
         if in_run and self._run_first_end < first_end:
@@ -282,25 +283,9 @@ class RefencedRule(Rule):
                 code = [_tokens(line) for line in lines]
             if not _alike(kept.tokens(), code):
                 continue
-            in_run = kept.run == self._run and self._soon_after(
-                self._last_end, self._last_said, False
-            )
-            if not (in_run or self._soon_after(kept.last_end, kept.said, False)):
-                continue
-            self._lines = -1
-            start, first_end = kept.start, kept.first_end
-            if in_run and self._run_first_end < first_end:
-                start, first_end = self._run_start, self._run_first_end
-            return Hit(
-                rule="refenced",
-                channel=self._channel,
-                prune_offset=first_end,
-                loop_start=start,
-                fired_at=end,
-                repeats=float(THIRD_TIME),
-                period=None,
-                evidence=excerpt("".join(lines).replace("\n", " / ")),
-            )
+            hit = self._third(kept, "".join(lines), end)
+            if hit is not None:
+                return hit
         return None
 
     def end_fence(self, end: int) -> None:
@@ -334,13 +319,7 @@ class RefencedRule(Rule):
             self._seen[text] = _Fence(self._start, end, self._said, self._run)
             tally.add(self._lengths, len(text))
             return
-        second = fence.copies == 1
-        if fence.run == self._run or self._soon_after(fence.last_end, fence.said, second):
-            fence.copies += 1
-        else:
-            fence.copies = 1  # too much between: its copies count again from here
-            fence.start, fence.first_end = self._start, end
-        fence.last_end, fence.said, fence.run = end, self._said, self._run
+        self._count(fence, end)
 
     def _keep_code(self, code: list[str], end: int) -> None:
         """Count a closed fence's code (its lines) as a copy of the latest kept one it is alike
@@ -354,24 +333,29 @@ class RefencedRule(Rule):
             if not _alike(kept.tokens(), tokens):
                 continue
             was_twice = kept.copies >= THIRD_TIME - 1
-            second = kept.copies == 1
-            if kept.run == self._run or self._soon_after(kept.last_end, kept.said, second):
-                kept.copies += 1
-            else:
-                kept.copies = 1  # too much between: its copies count again from here
-                kept.start, kept.first_end = self._start, end
+            self._count(kept, end)
             if was_twice != (kept.copies >= THIRD_TIME - 1):
                 if was_twice:
                     tally.drop(self._twice, len(kept.lines))
                 else:
                     tally.add(self._twice, len(kept.lines))
-            kept.last_end, kept.said, kept.run = end, self._said, self._run
             return
         if len(self._codes) >= MAX_FENCES:
             gone = self._codes.pop(0)
             if gone.copies >= THIRD_TIME - 1:
                 tally.drop(self._twice, len(gone.lines))
         self._codes.append(_Code(code, self._start, end, self._said, self._run))
+
+    def _count(self, fence: _Fence, end: int) -> None:
+        """The closed fence, ending at ``end``, is one more copy of ``fence``: in its run or
+        soon after its last copy, or else the first of its copies counted again."""
+        second = fence.copies == 1
+        if fence.run == self._run or self._soon_after(fence.last_end, fence.said, second):
+            fence.copies += 1
+        else:
+            fence.copies = 1  # too much between: its copies count again from here
+            fence.start, fence.first_end = self._start, end
+        fence.last_end, fence.said, fence.run = end, self._said, self._run
 
     def _soon_after(self, end: int, said: int, second: bool) -> bool:
         """Whether the open fence comes soon after a fence that ended at ``end`` when ``said``
