@@ -93,8 +93,8 @@ MUTATIONS = {
     # new items is cut as one
     "counted template guard": (
         "rules/counted.py",
-        "if template != chain.template:",
-        "if chain.template is None:",
+        "matched = template == chain.template",
+        "matched = chain.template is not None",
         ("long_list", range(2), "en", ("newline",), "text"),
         False,
     ),

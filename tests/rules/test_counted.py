@@ -13,7 +13,7 @@ from looprescue.config import DetectorConfig
 from looprescue.corpus import random_deltas
 from looprescue.detect import StreamDetector, scan_text
 from looprescue.detect.asked import largest_count
-from looprescue.detect.rules.counted import SWEEP_AT
+from looprescue.detect.rules.counted import MAX_STRAY, SWEEP_AT
 
 CONFIG = DetectorConfig()
 HEAD = "```python\ndef fib(n):\n    if n == 0:\n        return 0\n"
@@ -90,6 +90,69 @@ def test_any_chunking_gives_the_same_cut_and_the_watermark_never_passes_it(
     whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
     reference = whole.feed("text", text) or whole.flush("text")
     assert (hit is None) == (reference is None) == (last < 47)  # items 0…47 are 48
+    if hit is not None and reference is not None:
+        assert (hit.prune_offset, hit.fired_at) == (reference.prune_offset, reference.fired_at)
+        assert released <= hit.prune_offset
+
+
+def function_copies(first: int, last: int, lang: str = "python") -> str:
+    """One function written again and again, its name counted on, its body the same."""
+    if lang == "python":
+        body = (
+            "(email: str) -> bool:\n"
+            '    """Return True if the address is valid."""\n'
+            "    if not isinstance(email, str):\n"
+            "        return False\n"
+            "    return bool(EMAIL_RE.match(email.strip()))\n\n\n"
+        )
+        return "".join(f"def validate_email_{i}{body}" for i in range(first, last + 1))
+    body = (
+        "(s string) bool {\n"
+        "    // 校验邮箱地址是否合法\n"
+        "    return emailRe.MatchString(strings.TrimSpace(s))\n"
+        "}\n\n"
+    )
+    return "".join(f"func validEmail{i}{body}" for i in range(first, last + 1))
+
+
+@pytest.mark.parametrize("lang", ["python", "go"])
+@pytest.mark.parametrize("seed", range(2))
+def test_a_long_template_nobody_asked_for_is_cut_after_its_first_copy(lang: str, seed: int) -> None:
+    text = "Here is the validator:\n\n```\n" + function_copies(1, 12, lang)
+    hit, released = stream(text, asked_up_to=0, seed=seed)
+    assert hit is not None and hit.rule == "counted"
+    # the first copy stays; the cut is where the second begins, found at the sixth
+    assert text[hit.prune_offset :].startswith(function_copies(2, 2, lang))
+    assert released <= hit.prune_offset
+
+
+def test_a_long_template_is_bounded_by_the_count_asked() -> None:
+    text = "```\n" + function_copies(1, 30)
+    assert stream(text[: text.index("def validate_email_11")], asked_up_to=10)[0] is None
+    hit, _ = stream(text, asked_up_to=10)
+    assert hit is not None and text[hit.prune_offset :].startswith(function_copies(11, 11))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 80), st.integers(2, 12))
+def test_a_long_template_gives_the_same_cut_in_any_chunking(
+    seed: int, high: int, last: int
+) -> None:
+    text = "Sure.\n\n```python\n" + function_copies(1, last) + "```\n"
+    detector = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    hit, released = None, 0
+    for delta in random_deltas(text, random.Random(seed), 1, high):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            break
+        safe = detector.safe_offset("text")
+        assert safe >= released
+        released = safe
+    hit = hit or detector.flush("text")
+    whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    reference = whole.feed("text", text) or whole.flush("text")
+    # the count begins at the first copy's number: six copies make one and five past it
+    assert (hit is None) == (reference is None) == (last < 6)
     if hit is not None and reference is not None:
         assert (hit.prune_offset, hit.fired_at) == (reference.prune_offset, reference.fired_at)
         assert released <= hit.prune_offset
@@ -174,6 +237,29 @@ def test_trials_in_the_reasoning_that_say_something_new_are_no_template() -> Non
     assert stream(text, asked_up_to=0, channel="reasoning")[0] is None
 
 
+def test_a_few_long_copies_and_long_sections_that_differ_are_no_template() -> None:
+    # replicas unasked, as a compose file writes them, stay: five copies, then something else
+    workers = "".join(
+        f"  worker_{i}:\n    image: app:latest\n    command: celery -A app worker\n"
+        f"    depends_on: [redis, postgres]\n    restart: unless-stopped\n"
+        for i in range(1, 6)
+    )
+    assert stream("services:\n" + workers + "  redis:\n    image: redis:7\n", 0)[0] is None
+    # numbered sections, each long and its own: nothing is held back for them
+    rng = random.Random(2)
+    words = ["cache", "index", "shard", "queue", "retry", "batch", "token", "route"]
+    sections = "".join(
+        f"### Step {i}\n\n" + " ".join(rng.choice(words) for _ in range(40)) + ".\n\n"
+        for i in range(1, 12)
+    )
+    detector = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    others = StreamDetector(DetectorConfig(ignore=["counted"]), watch="both", asked_up_to=0)
+    for at in range(0, len(sections), 7):
+        assert detector.feed("text", sections[at : at + 7]) is None
+        others.feed("text", sections[at : at + 7])
+        assert detector.safe_offset("text") == others.safe_offset("text")
+
+
 def test_without_a_request_nothing_is_judged() -> None:
     # a session file on disk has no request to bound its lists: scan stays quiet
     text = ladder(150)
@@ -203,14 +289,57 @@ def test_a_log_whose_measurements_change_is_no_template() -> None:
     assert stream(text, asked_up_to=0)[0] is None
 
 
-def test_a_copy_that_differs_starts_the_count_again() -> None:
+def test_a_stray_copy_goes_on_with_the_count() -> None:
+    # a variant now and then (``"unknown"`` among ``"Unknown"``): the template comes back
     items = [f"    elif n == {i}:\n        return {i}\n" for i in range(1, 120)]
-    items[30] = "    elif n == 31:\n        return 1346269\n"  # a real value breaks the run
+    items[30] = "    elif n == 31:\n        return 1346269\n"
+    items[35] = "    elif n == 36:\n        return None\n"  # two in a row
+    items[36] = "    elif n == 37:\n        return None\n"
     text = HEAD + "".join(items)
     hit, _ = stream(text, asked_up_to=0)
     assert hit is not None
-    # equal copies again from 32 on (the text from 31 to 32 differs): 40 of them kept
-    assert text[hit.prune_offset :].startswith("    elif n == 72:\n")
+    assert text[hit.prune_offset :].startswith("    elif n == 40:\n")
+
+
+@pytest.mark.parametrize(
+    ("item", "variants"),
+    [
+        ("- 第{}条：待补充\n", ("- 第{}条：待定\n", "- 第{}条：（待补充）\n")),
+        ('        case {}: return "Unknown";\n', ('        case {}: return "unknown";\n',)),
+    ],
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_a_template_that_strays_now_and_then_is_cut_after_the_bound(
+    item: str, variants: tuple[str, ...], seed: int
+) -> None:
+    # one variant or two in a row, now and then, among copies of the template
+    rng = random.Random(seed)
+    lines, n = [], 13
+    while n < 160:
+        for _ in range(rng.randint(1, MAX_STRAY)) if rng.random() < 0.15 else ():
+            lines.append(rng.choice(variants).format(n))
+            n += 1
+        lines.append(item.format(n))
+        n += 1
+    text = "".join(item.format(i) for i in range(1, 13)) + "".join(lines)
+    hit, released = stream(text, asked_up_to=20, seed=seed)
+    assert hit is not None and hit.rule == "counted"
+    # counted from the first copy: the cut is at the 41st item, or the one after a stray there
+    cut = text[hit.prune_offset :]
+    assert cut.startswith(item.format(41)) or cut.startswith(item.format(42))
+    assert released <= hit.prune_offset
+
+
+def test_differing_copies_in_a_row_start_the_count_again() -> None:
+    items = [f"    elif n == {i}:\n        return {i}\n" for i in range(1, 120)]
+    for i in range(30, 30 + MAX_STRAY + 1):  # n = 31, 32, 33 return their real values
+        items[i] = f"    elif n == {i + 1}:\n        return {1000 + i}\n"
+    text = HEAD + "".join(items)
+    hit, _ = stream(text, asked_up_to=0)
+    assert hit is not None
+    # 33's copy, the third to differ, sets the template anew; 34's and 35's stray from it, and
+    # 36's sets the old one again: 40 items are kept from 36 on
+    assert text[hit.prune_offset :].startswith("    elif n == 76:\n")
 
 
 def test_the_bound_is_configurable_and_null_turns_it_off() -> None:

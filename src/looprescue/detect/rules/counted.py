@@ -13,12 +13,21 @@ for so many: the run goes past :data:`~looprescue.config.DetectorConfig.countedM
 items and past every number the request names (``largest_count``: "count to 100", "fifty
 rows" raise the bound to 100 and 50).
 
+A copy may stray and come back: a model that counts on with its template writes a variant
+now and then (``第20条：待定`` among ``第N条：待补充``, ``"unknown"`` among ``"Unknown"``). Up to
+``MAX_STRAY`` copies in a row that differ from the template count on with it.
+
+A long template (copies ``LONG_TEMPLATE`` wide or more over ``LONG_LINES`` lines: a function
+defined again as ``validate_email_2``, ``validate_email_3``, its body the same) is bounded by
+the count the request names alone, at least one: nobody writes a function's body again and
+again unasked, while a short one (``{"id": 7}``) is how a list of data is written.
+
 What is not a loop. A list whose items change in anything but the counter (``1. Alabama``,
-``2. Alaska``; a log line whose measurement changes): one differing char starts the count
-again. A list that stays within the bound. Any text judged without a request (``scan_text``
-with none; ``scan`` of a DSH session reads the human's messages before the answer as its
-request): the rule then has no bound to go by and stays off, so the detector is told
-``asked_up_to=None`` there.
+``2. Alaska``; a log line whose measurement changes): more than ``MAX_STRAY`` differing copies
+in a row start the count again. A list that stays within the bound. Any text judged without
+a request (``scan_text`` with none; ``scan`` of a DSH session reads the human's messages
+before the answer as its request): the rule then has no bound to go by and stays off, so the
+detector is told ``asked_up_to=None`` there.
 
 Where it cuts. Where the first item past the bound begins (its line when the template spans
 lines, or its number in a one-line list), once a fifth of the bound more (at least 5) have
@@ -49,6 +58,7 @@ from looprescue.detect.rules.overrun import (
     overrun_items,
 )
 from looprescue.detect.segment import Segmenter
+from looprescue.detect.shape import text_width
 
 _FEEDS: Final = frozenset({CHECKPOINT, WATERMARK})
 _NUMBER: Final = re.compile(r"\d+")
@@ -71,6 +81,12 @@ _SPELLED: Final = re.compile(
 )
 # the chains kept before stale ones are swept out (each number may start one)
 SWEEP_AT: Final = 256
+# Copies in a row that may differ from the template while it goes on: a stray variant or two.
+MAX_STRAY: Final = 2
+# A template this wide (``shape.text_width``) over this many lines is a block of code or prose
+# (a function's body), not an item of a list: the request's count alone bounds it.
+LONG_TEMPLATE: Final = 100
+LONG_LINES: Final = 3
 
 
 @dataclass(slots=True)
@@ -78,8 +94,13 @@ class _Chain:
     value: int  # the counter's last value
     seen_to: int  # offset after it
     first: int  # the counter's value where the equal copies began
-    template: str | None = None  # the text between the last two values, the counter masked
+    template: str | None = None  # the text between two values, the counter masked
     past: int | None = None  # where the first item past the bound begins
+    stray: int = 0  # copies in a row since the last one equal to the template
+    equal: int = 0  # copies found equal to the template (its first is what set it)
+    limit: int = 0  # the items the template may run to (set with the template)
+    # the latest counter: where the number before it ends, and where it begins
+    copy_at: tuple[int, int] = (0, 0)
 
     def items(self) -> int:
         return self.value - self.first + 1
@@ -116,9 +137,14 @@ class CountedRule(Rule):
         self.channel = channel
         # off without a request to bound it, or when the config turns it off
         self.limit = 0 if max_items is None or asked_up_to is None else max(max_items, asked_up_to)
+        # a long template's bound: what the request asks for, at least one copy
+        self.block_limit = 0 if self.limit == 0 else max(1, asked_up_to or 0)
         self._chains: dict[int, _Chain] = {}  # by the value each waits for
         self._sweep_at = SWEEP_AT
-        self._tallest = 0  # most items of any chain (may be stale: it only guides a skip)
+        # the fewest numbers any chain needs before the watermark may hold for it (``_room``;
+        # may be stale: it only guides a skip); a new chain's at most
+        self._fresh = self.block_limit
+        self._nearest = self._fresh
         self._scanned = 0  # numbers before this offset are followed
 
     @property
@@ -150,7 +176,7 @@ class CountedRule(Rule):
         have been added (amortized O(1) per number)."""
         live = {v: c for v, c in self._chains.items() if at - c.seen_to <= ITEM_GAP}
         self._chains = live
-        self._tallest = max((c.items() for c in live.values()), default=0)
+        self._nearest = min((self._room(c) for c in live.values()), default=self._fresh)
         self._sweep_at = max(SWEEP_AT, 2 * len(live))
 
     def _follow(
@@ -168,17 +194,30 @@ class CountedRule(Rule):
         del chains[value]
         before = chain.seen_to  # where the number before it ends
         template = _masked(win.slice(before, at), chain.value, value)
-        if template != chain.template:
+        matched = template == chain.template  # the copy before this counter is the template
+        if matched:
+            chain.stray = 0
+            chain.equal += 1
+        elif chain.template is not None and chain.stray < MAX_STRAY:
+            chain.stray += 1  # a variant: the template may come back after it
+        else:
             # the copies differ: the count starts again from the last value
             chain.template, chain.first, chain.past = template, chain.value, None
+            chain.stray = chain.equal = 0
+            chain.limit = self._limit_of(template)
         chain.value, chain.seen_to = value, end
+        previous, chain.copy_at = chain.copy_at, (before, at)
         chains[value + 1] = chain
         items = chain.items()
-        if items > self._tallest:
-            self._tallest = items
-        limit = self.limit
-        if items == limit + 1:
-            chain.past = _copy_start(win, before, at, template)
+        room = self._room(chain)
+        if room < self._nearest:
+            self._nearest = room
+        limit = chain.limit
+        if chain.past is None and items > limit and matched:
+            # The first copy past the bound: the one this counter confirmed when it is past
+            # the bound too (a bound of one copy, or one after a stray), else this counter's.
+            copy_before, copy_at = previous if items - 1 > limit else (before, at)
+            chain.past = _copy_start(win, copy_before, copy_at, template)
         if chain.past is not None and items - limit >= overrun_items(1, limit):
             return Hit(
                 rule="counted",
@@ -195,18 +234,37 @@ class CountedRule(Rule):
             )
         return None
 
+    def _room(self, chain: _Chain) -> int:
+        """Numbers the chain still needs before the watermark may hold for it (``safe_offset``):
+        up to its bound; a chain with no template yet may be a long one, held from its first
+        copy past the bound."""
+        if chain.template is not None:
+            return chain.limit - chain.items()
+        return self.block_limit + 1 - chain.items()
+
+    def _limit_of(self, template: str) -> int:
+        """The items a template may run to: a long one, only what the request asks for."""
+        if template.count("\n") >= LONG_LINES and text_width(template) >= LONG_TEMPLATE:
+            return self.block_limit
+        return self.limit
+
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
-        """Where the first item past the bound begins while the run may go on, and, once a run
-        reached the bound, where its next item could begin. The numbers not yet followed are
-        followed on copies of the chains that they could take to the bound."""
+        """Where the first item past the bound begins while the run may go on; once a run
+        reached the bound, where its next item could begin; and, past the bound but not yet
+        confirmed by a copy equal to the template, where the latest copy begins (a long
+        template's second copy while it says what the first said). The numbers not yet
+        followed are followed on copies of the chains that they could take that far."""
         start = max(self._scanned, win.base)
         end = win.end
         tail = win.slice(start, end)
         numbers = list(_NUMBER.finditer(tail))
-        need = self.limit - len(numbers)
-        if self._tallest < need:
-            return end  # no chain can reach the bound in what is not followed yet
-        chains = {v: replace(c) for v, c in self._chains.items() if c.items() >= need}
+        if self._nearest > len(numbers):
+            return end  # no chain can reach its bound in what is not followed yet
+        # (a chain moves on only at the number it waits for)
+        waited = {int(n.group()) for n in numbers if len(n.group()) <= MAX_DIGITS}
+        chains = {
+            v: replace(c) for v, c in self._chains.items() if v in waited or self._room(c) <= 0
+        }
         for number in numbers:
             if start + number.end() == end:
                 break  # it may have more digits
@@ -216,10 +274,17 @@ class CountedRule(Rule):
         for chain in chains.values():
             if end - chain.seen_to > ITEM_GAP:
                 continue  # the run ended
+            template = chain.template
             if chain.past is not None:
                 held = min(held, chain.past)
-            elif chain.items() == self.limit:
+            elif template is None:
+                continue
+            elif chain.items() == chain.limit and chain.equal:
                 held = min(held, _next_copy_start(win, chain, end))
+            elif chain.items() > chain.limit and (
+                chain.equal or _goes_on_as(win, chain, template, end)
+            ):
+                held = min(held, _copy_start(win, chain.copy_at[0], chain.copy_at[1], template))
         return held
 
 
@@ -230,6 +295,13 @@ def _copy_start(win: TextWindow, before: int, at: int, template: str) -> int:
     if "\n" in template:
         return before + win.slice(before, at).rfind("\n") + 1
     return item_start(win, at)
+
+
+def _goes_on_as(win: TextWindow, chain: _Chain, template: str, end: int) -> bool:
+    """Whether the text after the chain's last counter says what the template says, so far
+    (or all it says, and more: the next counter may be still being written)."""
+    text = _masked(win.slice(chain.seen_to, end), chain.value, chain.value + 1)
+    return template.startswith(text) or text.startswith(template)
 
 
 def _next_copy_start(win: TextWindow, chain: _Chain, end: int) -> int:
