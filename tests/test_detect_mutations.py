@@ -86,7 +86,7 @@ MUTATIONS = {
         "rules/drift.py",
         "if a.numbers != b.numbers and not _same_numbers(a.numbers, b.numbers):",
         "if False:",
-        ("parallel_cases", range(3), "zh", ("blank", "newline"), "reasoning"),
+        ("checked_cases", range(3), "zh", ("blank", "newline"), "reasoning"),
         False,
     ),
     # a counted template's copies must be equal but for the counter: widened, a long list of

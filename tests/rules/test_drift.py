@@ -374,6 +374,74 @@ def test_cases_checked_one_after_another_under_counting_labels_are_no_drift(chan
     assert scan_text(again, channel, config=ONLY_DRIFT) != []
 
 
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+ZH_DAYS = ["星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"]
+
+
+def knights_under_headers() -> str:
+    """Eight cases, each under a short line of its own that names it; the paragraphs under
+    two cases that share A and B are the same word for word."""
+    out = ["Eight cases; stop each at the first contradiction.\n"]
+    for n, (a, b, c) in enumerate(itertools.product(["knight", "knave"], repeat=3), start=1):
+        truth = "true" if b == "knave" else "false"
+        fits = "fits" if (truth == "true") == (a == "knight") else "does not fit"
+        out.append(f"Case {n}: A {a}, B {b}, C {c}.")
+        out.append(
+            f'- A ({a}) says "B is a knave". B is a {b} here, so "B is a knave" is {truth}. '
+            f"A {a} needs it {'true' if a == 'knight' else 'false'}, so the claim {fits}.\n"
+        )
+    return "\n".join(out)
+
+
+def weekdays_under_headers() -> str:
+    out = ["Check each day in turn.\n"]
+    for today, yesterday in zip(DAYS[1:] + DAYS[:1], DAYS, strict=True):
+        out.append(f"{today}: yesterday was {yesterday}.")
+        out.append(
+            f"- Lion: {today} is a truth-telling day for the Lion, so his statement must be "
+            f"true. Was {yesterday} one of the Lion's lying days? No. So the statement is "
+            "false, and that contradicts what he must say.\n"
+        )
+    return "\n".join(out)
+
+
+def zh_weekdays_labelled() -> str:
+    lines = ["把7种情况逐一算一遍。\n"]
+    for i, day in enumerate(ZH_DAYS):
+        three = "、".join(ZH_DAYS[(i + k) % 7] for k in range(3))
+        lines.append(
+            f"1号是{day}：1、2、3号分别是{three}，这三天各出现5次。星期日出现4次，"
+            "星期三出现5次，不相等，排除。"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize(
+    "make", [knights_under_headers, weekdays_under_headers, zh_weekdays_labelled]
+)
+def test_cases_each_named_by_a_label_of_its_own_are_no_drift(channel, make):
+    # a case split names each case on a short line over it (``Case 3: A knight, B knave.``,
+    # ``Friday: yesterday was Thursday.``) or in its line's own label (``1号是星期二：``):
+    # the same words under a new name are the next case, not a copy
+    assert scan_text(make(), channel, config=ONLY_DRIFT) == []
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_copies_after_connectors_that_never_come_back_are_a_loop(channel):
+    # a connector over each copy (``Let me re-plan.``) names nothing, even when each is new
+    copies = drifting(BOTTLE, ["slim", "sleek", "compact", "neat"], 9)
+    connectors = ["Let me re-plan this.", "Hmm, let me reorganize.", "Wait, one more pass.",
+                  "Let me restructure it.", "Okay, again.", "Let me tidy this up.",
+                  "One more time.", "Let me redo the order."]  # fmt: skip
+    head = "Here is the blurb.\n\n"
+    text = head + copies[0] + "\n\n"
+    for connector, copy in zip(connectors, copies[1:], strict=True):
+        text += f"{connector}\n\n{copy}\n\n"
+    hit = stream(text, channel)
+    assert hit is not None and hit.rule == "drift" and hit.loop_start == len(head)
+
+
 @pytest.mark.parametrize("channel", CHANNELS)
 @pytest.mark.parametrize(
     "labels",

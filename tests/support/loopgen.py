@@ -1305,6 +1305,25 @@ def parallel_cases(rng: random.Random, lang: str, sep: str, channel: str) -> Cas
     return _healthy("parallel_cases", rng, lang, channel, gap.join(out) + gap)
 
 
+def checked_cases(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
+    """One sentence that checks case after case, no label to tell them apart: only its
+    numbers, which change from case to case, say something new."""
+    gap = "\n" if sep == "newline" else "\n\n"
+    first = rng.randint(1, 9)
+    if lang == "zh":
+        frame = (
+            "取n等于{n}，前{n}个奇数相加得到{sq}，它正好是{n}的平方，所以命题在这种情况下依然"
+            "成立，接着检验下一个数。"
+        )
+    else:
+        frame = (
+            "Take n equal to {n}, and the first {n} odd numbers add up to {sq}, which is {n} "
+            "squared again, so the claim holds in this case too and we go on to the next one."
+        )
+    out = [frame.format(n=n, sq=n * n) for n in range(first, first + 7)]
+    return _healthy("checked_cases", rng, lang, channel, gap.join(out) + gap)
+
+
 def openers(rng: random.Random, lang: str, sep: str, channel: str) -> Case:
     """Long reasoning whose paragraphs keep opening with ``Wait,`` / ``等等，``."""
     opener = {"zh": "等等，", "en": "Wait, ", "mixed": rng.choice(("等等，", "Wait, "))}[lang]
@@ -1754,6 +1773,7 @@ HEALTHY: dict[str, Callable[[random.Random, str, str, str], Case]] = {
     "zero_table": zero_table,
     "answer_key": answer_key,
     "parallel_cases": parallel_cases,
+    "checked_cases": checked_cases,
     "letters": letters,
     "revisits": revisits,
     "routine": routine,

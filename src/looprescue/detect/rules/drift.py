@@ -36,7 +36,11 @@ Short lines (a heading, a connector such as ``Hmm.``) between the paragraphs nei
 break the run, and a line's label (``Monday:``, ``3.``) is left out; but a paragraph under a
 label line (``Dear Ann,``, ``佳美的正文：``) other than its counterpart's is another item of a
 list, not a copy: three letters that differ only in the name they open with are three letters,
-and so are three blurbs under their own headings (``### Forest Green``, ``**Slate Blue**``).
+and so are three blurbs under their own headings (``### Forest Green``, ``**Slate Blue**``),
+and the cases of a case split, each named on a short line of its own that opens with a label
+(``Case 3: A knight, B knave.``, ``Friday: yesterday was Thursday.``), or, with no line over
+it, in its line's own label (``1号是星期二：…``). A connector over a copy (``Let me
+re-plan.``) and a list's item (``- **规律作息**：…``) name nothing.
 A label that comes back over a later copy names no item (recaps taking turns: ``In short:``,
 ``Once again:``, ``In short:``): then none of the run's labels does. Paragraphs whose own labels
 count on, one a paragraph (``Case 1:``, ``Case 2:``, ``3.``), are the cases of an enumeration
@@ -129,6 +133,12 @@ LOOK_BACK: Final = 8000
 _LABEL: Final = re.compile(
     r"^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)?(?:\*\*)?(?:[^\s:：*]{1,24}(?:\s[^\s:：*]{1,24}){0,2})?"
     r"(?:\*\*)?(?::(?=[\s*])|：)(?:\*\*)?\s*|^(?:[-*+•]\s+|[0-9]{1,4}[.)、]\s*)"
+)
+# A short line, no list item, that opens with a label of its own names what comes under it:
+# ``Case 3: A knight, B knave.``, ``Friday: yesterday was Thursday.`` (a connector, ``Let me
+# re-plan.``, names nothing; a list's item, ``- **规律作息**：…``, is one of its list).
+_OPENS_LABEL: Final = re.compile(
+    r"(?:\*\*)?[^\s:：*\-+•]{1,24}(?:\s[^\s:：*]{1,24}){0,2}(?:\*\*)?(?::(?=[\s*])|：)"
 )
 _CJK: Final = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 # The number of a line's label, when it has one: ``Case 3:``, ``3.``, ``**Step 3**:``.
@@ -250,12 +260,13 @@ class DriftRule(LineRule):
         if few or (not stripped.isascii() and len(body) < MIN_TOKENS):
             # too few words or chars for a paragraph's tokens (most lines): a heading or a
             # label, neither a paragraph nor a break, but the label of the paragraph after it
-            if stripped[-1] in LABEL_ENDS or _is_heading(stripped):
+            if stripped[-1] in LABEL_ENDS or _is_heading(stripped) or _OPENS_LABEL.match(stripped):
                 self._label = stripped
             return None
         numbered = _NUMBERED.match(stripped) if len(body) < len(stripped) else None
         number = int(numbered.group(1)) if numbered is not None else -1
-        paragraph = _Paragraph(start, end, body, self._label, number)
+        label = self._label or stripped[: len(stripped) - len(body)].strip()
+        paragraph = _Paragraph(start, end, body, label, number)
         self._label = ""
         recent = self._recent
         hit: Hit | None = None
