@@ -171,7 +171,7 @@ def test_a_short_unit_repeated_is_cut_within_about_300_chars(unit):
 
 
 @pytest.mark.parametrize("channel", ["reasoning", "text"])
-@pytest.mark.parametrize("sep", ["、", ", ", "; "])
+@pytest.mark.parametrize("sep", ["、", ", ", "; ", " ", "  ", "\t"])
 def test_a_row_of_one_value_is_data_until_it_runs_on(channel, sep):
     # f(0) to f(20) are all 1 with only 1-yuan coins: a row of a table, no loop (a number and
     # a full stop, ``1. 1. 1.``, is a list number chanted, and needs no more than marks do)
@@ -180,6 +180,20 @@ def test_a_row_of_one_value_is_data_until_it_runs_on(channel, sep):
     # written on and on, it is one
     hits = scan_text("The values: " + sep.join(["1"] * 120), channel)
     assert hits and hits[0].rule == "cycle"
+
+
+@pytest.mark.parametrize("channel", ["reasoning", "text"])
+def test_a_table_of_values_set_in_spaces_is_data(channel):
+    # a DP table's row of ways, all 1 with pennies alone, under its amounts; a zero matrix
+    amounts = "a:    " + "".join(f"{a:3d}" for a in range(31))
+    ways = "ways: " + "  1" * 31
+    assert scan_text(f"Coin 1 only:\n{amounts}\n{ways}\n\nCoin 5 next.\n", channel) == []
+    zeros = "\n".join(" ".join(["0"] * 12) for _ in range(12))
+    assert scan_text(f"np.zeros((12, 12)) prints:\n{zeros}\n\nThen fill it.\n", channel) == []
+    # a chant of one digit with spaces is still cut within 300 chars
+    head = "The answer is "
+    hits = scan_text(head + "1 " * 400, channel)
+    assert hits and hits[0].rule == "cycle" and hits[0].fired_at - len(head) <= 300
 
 
 @pytest.mark.parametrize("channel", ["reasoning", "text"])

@@ -64,13 +64,14 @@ def copies_needed(cfg: DetectorConfig, unit: str, content: Content) -> float:
     """Copies of a unit (raw text of one copy) that make its repetition a loop."""
     size = len(unit)
     # numbers and marks are data or emphasis more often than words are: twice the copies; a
-    # number and a list's separator are a row of data (``1、1、1、…`` for f(0) to f(20), a row
-    # of zeros): four times. (A number and a full stop, ``1. 1. 1.``, is a list number
-    # chanted: a small model's loop.)
-    if content is Content.WORDS or content is Content.DIGITS:
+    # number and a row's separator are a row of data (``1、1、1、…`` for f(0) to f(20), a DP
+    # table's ``1  1  1``, a matrix of zeros): four times. (A number and a full stop, ``1. 1.
+    # 1.``, is a list number chanted: a small model's loop; digits run together, ``1212``, a
+    # chant of digits.)
+    if content is Content.WORDS or (content is Content.DIGITS and unit.isdigit()):
         doubt = 1.0
     else:
-        doubt = 4.0 if content is Content.NUMERIC and _a_row(unit) else 2.0
+        doubt = 4.0 if _a_row(unit) else 2.0
     if size == 1:
         return cfg.cycleCharRepeats * (1.0 if is_letter(unit) else 2.0)
     need = max(
@@ -90,7 +91,7 @@ _ROW_SEPARATORS: Final = frozenset(",，、;； \t")
 
 def _a_row(unit: str) -> bool:
     """Whether a unit of numbers and marks is one value of a row: besides its digits, only
-    what separates values (``1、``, ``0, ``)."""
+    what separates values (``1、``, ``0, ``, ``1  ``)."""
     return all(c.isdigit() or c in _ROW_SEPARATORS for c in unit)
 
 
