@@ -53,6 +53,37 @@ def test_a_command_and_its_error_again_and_again_are_cut_after_the_first_run(
     assert third < hit.fired_at < third + len(OUTPUT)
 
 
+ONE_LINE_REMARKS = {
+    "en": ["Let me check the file again.", "The build still seems to fail. Let me check again.",
+           "Let me check the file again.", "Let me check the file again.", "One more build."],
+    "zh": ["让我再检查一下文件。", "构建好像还是失败了，让我再检查一下文件。",
+           "让我再检查一下文件。", "让我再检查一下文件。", "再试一次构建。"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_one_command_run_again_and_again_between_remarks_is_cut_after_the_first(
+    channel, sizes, lang
+):
+    fence = "```bash\nnpm run build\n```\n"
+    head = "Renamed the file. Now rebuild:\n\n"
+    remarks = ONE_LINE_REMARKS[lang] * 4
+    text = head + fence
+    first_end = len(text)
+    for remark in remarks:
+        text += f"\n{remark}\n\n{fence}"
+    hit = stream(text, channel, sizes=sizes, config=ALONE)
+    assert hit is not None and hit.rule == "refenced", hit
+    assert hit.prune_offset == first_end and hit.loop_start == len(head) + len("```bash\n")
+    # found at the fifth copy: the third and the fourth came after nothing new
+    fifth = head + fence + "".join(f"\n{r}\n\n{fence}" for r in remarks[:3])
+    assert len(fifth) < hit.fired_at < len(fifth) + 60
+    # four copies are not yet a loop
+    assert stream(fifth + "\nDone: the build passes.\n", channel, config=ALONE) is None
+
+
 def test_a_function_written_again_in_a_fence_of_its_own_each_time_is_cut():
     code = (
         "```python\ndef dedupe(items):\n    seen = set()\n"
@@ -215,6 +246,13 @@ SECTIONS = [
             "It must pass the client version too.\n\n"
             for n in range(4)
         ),
+        # the same, at six call sites, each said what to do there
+        "".join(
+            f"Call site {n} is the {place} client, which builds its own headers:\n"
+            "```ts\nheaders: { ...chatHeaders(credential, userAgent) },\n```\n"
+            "It must pass the client version too.\n\n"
+            for n, place in enumerate(["web", "CLI", "SDK", "worker", "admin", "mobile"])
+        ),
         # one snippet shown again in each section, a page of text between
         "".join(
             f"## Step {n}\n\n{words}\n\n"
@@ -242,7 +280,7 @@ SECTIONS = [
             for n in range(5)
         ),
     ],
-    ids=["one-line", "far-apart", "fixed", "twice", "revisited", "edit-and-run"],
+    ids=["one-line", "call-sites", "far-apart", "fixed", "twice", "revisited", "edit-and-run"],
 )
 def test_fences_said_again_for_a_reason_are_left_alone(text):
     for sizes in SIZES:

@@ -11,7 +11,12 @@ Why that is a loop. The same code or output, word for word, three times with har
 new between: nothing comes but the fence and its near-copies.
 
 What is not a loop. A fence counts when it holds ``MIN_LINES`` lines or more that are not blank
-(a one-line command or call quoted again and again is how a plan names what it will edit).
+(a one-line command or call quoted again and again is how a plan names what it will edit). A
+one-line fence counts only in a run of one-line fences with nothing but remarks between, and
+only from the ``ONE_LINE_TIMES``-th copy on, once ``ONE_LINE_STALE`` copies came after
+nothing new (a remark said before, or none): an agent that runs ``npm run build`` again and
+again, a remark between (``让我再检查一下文件。``), never reading what it printed. A plan that
+quotes one call at each place it will edit says something new over each.
 Copies count within one run of fences: each fence of a run shares at least ``NEAR`` of the
 shorter one's lines with the fence before it, and comes soon after it: at most ``MAX_REMARK``
 new sentences of prose and ``MAX_GAP`` chars between, a remark and the command run again. A
@@ -61,6 +66,10 @@ _FEEDS: Final = frozenset({CODE_LINE, CLAUSES})
 THIRD_TIME: Final = 3
 # A fence counts from this many lines that are not blank.
 MIN_LINES: Final = 2
+# A one-line fence written this many times in a row, only remarks between, is a loop once
+# ONE_LINE_STALE of them came after nothing new (a remark said before, or none).
+ONE_LINE_TIMES: Final = 5
+ONE_LINE_STALE: Final = 2
 # A fence comes soon after the one before it: at most MAX_REMARK new sentences of prose and
 # MAX_GAP chars between (a remark and the command run again), while a section that shows a
 # snippet again says more first.
@@ -207,11 +216,23 @@ class RefencedRule(Rule):
         # counts of those copied twice already.
         self._codes: list[_Code] = []
         self._twice: dict[int, int] = {}
+        # The run of one-line fences: its line, its copies, where its first copy began and
+        # its closing line ended, where the latest closing line ended and the new sentences
+        # said by then, and the fences closed by then (a longer fence between ends the run).
+        self._one = ""
+        self._one_copies = 0
+        self._one_start = 0
+        self._one_first_end = 0
+        self._one_end = 0
+        self._one_said = 0
+        self._one_stale = 0  # copies that came after no new sentence
+        self._one_at = 0
+        self._fences = 0  # fences closed so far
 
     def on_clauses(self, sentence: str, start: int, end: int) -> Hit | None:
         """A sentence of prose: what comes new between two fences is counted (a remark said
         before, ``Let me write the final code:``, says nothing new)."""
-        if self._run_first_end < 0:
+        if self._run_first_end < 0 and not self._one_copies:
             return None  # no fence yet: nothing to count between (most text)
         heard = self._heard
         if sentence in heard:
@@ -235,6 +256,10 @@ class RefencedRule(Rule):
         if self._chars > MAX_CHARS:
             self._lines = -1
             return None
+        if self._lines == 1 and self._one_copies >= ONE_LINE_TIMES - 1:
+            hit = self._one_line_again(folded, end)
+            if hit is not None:
+                return hit
         if self._lines in self._twice:
             hit = self._renamed_third(end)
             if hit is not None:
@@ -271,6 +296,28 @@ class RefencedRule(Rule):
             evidence=excerpt(text.replace("\n", " / ")),
         )
 
+    def _one_line_again(self, line: str, end: int) -> Hit | None:
+        """The open fence's first line as the ``ONE_LINE_TIMES``-th copy of the run of
+        one-line fences, when it says their line and comes soon after the last."""
+        if (
+            line != self._one
+            or self._fences != self._one_at
+            or not self._soon_after(self._one_end, self._one_said, False)
+            or self._one_stale + (self._said == self._one_said) < ONE_LINE_STALE
+        ):
+            return None
+        self._lines = -1
+        return Hit(
+            rule="refenced",
+            channel=self._channel,
+            prune_offset=self._one_first_end,
+            loop_start=self._one_start,
+            fired_at=end,
+            repeats=float(ONE_LINE_TIMES),
+            period=None,
+            evidence=excerpt(line.strip()),
+        )
+
     def _renamed_third(self, end: int) -> Hit | None:
         """The open fence's code, once it has as many lines as a fence's code copied twice
         (a name or two changed at most): the third copy, when it comes soon after the last."""
@@ -294,8 +341,12 @@ class RefencedRule(Rule):
         text, lines = "".join(self._text), self._lines
         code = self._text
         self._text, self._chars, self._lines = [], 0, 0
+        if lines == 1:
+            self._one_line_closed(text, end)
+            return
         if lines < MIN_LINES:
             return
+        self._fences += 1
         held = frozenset(text.split("\n"))
         in_run = (
             self._run_first_end >= 0
@@ -320,6 +371,26 @@ class RefencedRule(Rule):
             tally.add(self._lengths, len(text))
             return
         self._count(fence, end)
+
+    def _one_line_closed(self, text: str, end: int) -> None:
+        """A one-line fence closed at ``end``: one more copy of the run of one-line fences
+        when it says their line right after the last (only remarks between), else a run of
+        its own begins."""
+        if (
+            text == self._one
+            and self._fences == self._one_at
+            and self._soon_after(self._one_end, self._one_said, self._one_copies == 1)
+        ):
+            self._one_copies += 1
+            if self._said == self._one_said:
+                self._one_stale += 1
+        else:
+            self._one, self._one_copies = text, 1
+            self._one_start, self._one_first_end = self._start, end
+            self._one_stale = 0
+        self._one_end, self._one_said = end, self._said
+        self._fences += 1
+        self._one_at = self._fences
 
     def _keep_code(self, code: list[str], end: int) -> None:
         """Count a closed fence's code (its lines) as a copy of the latest kept one it is alike
