@@ -13,7 +13,7 @@ from looprescue.config import DetectorConfig
 from looprescue.corpus import random_deltas
 from looprescue.detect import StreamDetector, scan_text
 from looprescue.detect.asked import largest_count
-from looprescue.detect.rules.counted import MAX_STRAY, SWEEP_AT
+from looprescue.detect.rules.counted import LONG_GAP, MAX_STRAY
 
 CONFIG = DetectorConfig()
 HEAD = "```python\ndef fib(n):\n    if n == 0:\n        return 0\n"
@@ -121,9 +121,59 @@ def test_a_long_template_nobody_asked_for_is_cut_after_its_first_copy(lang: str,
     text = "Here is the validator:\n\n```\n" + function_copies(1, 12, lang)
     hit, released = stream(text, asked_up_to=0, seed=seed)
     assert hit is not None and hit.rule == "counted"
-    # the first copy stays; the cut is where the second begins, found at the sixth
+    # the first copy stays; the cut is where the second begins, found at the fourth
     assert text[hit.prune_offset :].startswith(function_copies(2, 2, lang))
     assert released <= hit.prune_offset
+
+
+SUMMARY = (
+    "{lead}\n\n"
+    "- **Routine**: go to bed and get up at the same time every day;\n"
+    "- **Room**: quiet, dark and cool;\n"
+    "- **Evening**: no screens for an hour, no coffee after three;\n"
+    "- **Daytime**: some sunlight and exercise, a nap of twenty minutes at most;\n\n"
+    "Keep it up for two or three weeks and most people sleep better.\n\n"
+)
+LEADS = ["In short, the keys to better sleep are:", "To sum up, what helps most:",
+         "总结一下，关键在于："]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_section_said_again_under_a_new_number_is_cut_after_its_first_copy(seed: int) -> None:
+    # its lead-in reworded in turn, a bullet dropped now and then: the same section again
+    rng = random.Random(seed)
+    head = "## 3. Daytime habits\n\nGet outside in the morning.\n\n"
+    sections = []
+    for n in range(4, 12):
+        body = SUMMARY.format(lead=LEADS[n % 3])
+        if n > 6 and rng.random() < 0.3:
+            lines = body.split("\n")
+            del lines[rng.randint(2, 5)]
+            body = "\n".join(lines)
+        sections.append(f"## {n}. Summary\n\n{body}")
+    text = head + "".join(sections)
+    hit, _ = stream(text, asked_up_to=0, seed=seed)
+    assert hit is not None and hit.rule == "counted"
+    assert hit.prune_offset == len(head) + len(sections[0])  # the first summary is kept
+
+
+def test_blocks_that_come_back_in_turn_are_no_template() -> None:
+    # a push, pull and legs split written out twice, word for word: each day another block
+    days = {
+        "Push": ["Bench press 4x8", "Overhead press 3x10", "Dips 3x12", "Lateral raises 3x15"],
+        "Pull": ["Deadlift 3x5", "Pull-ups 4x8", "Barbell rows 3x10", "Face pulls 3x15"],
+        "Legs": ["Squats 4x8", "Romanian deadlifts 3x10", "Lunges 3x12", "Calf raises 4x15"],
+    }
+    order = ["Push", "Pull", "Legs", "Push", "Pull", "Legs"]
+    text = (
+        "A six-day split:\n\n"
+        + "".join(
+            f"## Day {n}: {name}\n\n" + "".join(f"- {x}\n" for x in days[name]) + "\n"
+            for n, name in enumerate(order, start=1)
+        )
+        + "## Day 7: Rest\n\nWalk, stretch, sleep.\n"
+    )
+    assert stream(text, asked_up_to=0)[0] is None
 
 
 def test_a_long_template_is_bounded_by_the_count_asked() -> None:
@@ -151,8 +201,8 @@ def test_a_long_template_gives_the_same_cut_in_any_chunking(
     hit = hit or detector.flush("text")
     whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
     reference = whole.feed("text", text) or whole.flush("text")
-    # the count begins at the first copy's number: six copies make one and five past it
-    assert (hit is None) == (reference is None) == (last < 6)
+    # the count begins at the first copy's number: four copies make one and three past it
+    assert (hit is None) == (reference is None) == (last < 4)
     if hit is not None and reference is not None:
         assert (hit.prune_offset, hit.fired_at) == (reference.prune_offset, reference.fired_at)
         assert released <= hit.prune_offset
@@ -238,11 +288,11 @@ def test_trials_in_the_reasoning_that_say_something_new_are_no_template() -> Non
 
 
 def test_a_few_long_copies_and_long_sections_that_differ_are_no_template() -> None:
-    # replicas unasked, as a compose file writes them, stay: five copies, then something else
+    # replicas unasked, as a compose file writes them, stay: three copies, then something else
     workers = "".join(
         f"  worker_{i}:\n    image: app:latest\n    command: celery -A app worker\n"
         f"    depends_on: [redis, postgres]\n    restart: unless-stopped\n"
-        for i in range(1, 6)
+        for i in range(1, 4)
     )
     assert stream("services:\n" + workers + "  redis:\n    image: redis:7\n", 0)[0] is None
     # numbered sections, each long and its own: nothing is held back for them
@@ -361,8 +411,8 @@ def test_scattered_numbers_keep_the_chains_bounded() -> None:
         assert detector.feed("text", text[at : at + 100]) is None
         most = max(most, len(rule._chains))
     assert detector.flush("text") is None
-    # a chain lives ITEM_GAP (600) chars: about 100 numbers of 6 chars, then a sweep
-    assert most <= 2 * SWEEP_AT
+    # a number alone waits LONG_GAP (2,400) chars: about 400 numbers of 6 chars, then a sweep
+    assert most <= 2 * LONG_GAP // 5
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,14 @@ now and then (``第20条：待定`` among ``第N条：待补充``, ``"unknown"``
 ``MAX_STRAY`` copies in a row that differ from the template count on with it.
 
 A long template (copies ``LONG_TEMPLATE`` wide or more over ``LONG_LINES`` lines: a function
-defined again as ``validate_email_2``, ``validate_email_3``, its body the same) is bounded by
-the count the request names alone, at least one: nobody writes a function's body again and
-again unasked, while a short one (``{"id": 7}``) is how a list of data is written.
+defined again as ``validate_email_2``, ``validate_email_3``, its body the same; a section said
+again under ``## 5. Summary``, ``## 6. Summary``) is bounded by the count the request names
+alone, at least one: nobody writes a function's body again and again unasked, while a short
+one (``{"id": 7}``) is how a list of data is written. A copy of a long template whose lines
+it keeps make ``NEAR_WIDTH`` of its width, or of the copy's before it (its lead-in reworded, a
+bullet dropped, a remark between tool calls said another way), is one more copy; one
+that does not is another block (a workout plan's pull day after its push day), so a long
+template has no strays.
 
 What is not a loop. A list whose items change in anything but the counter (``1. Alabama``,
 ``2. Alaska``; a log line whose measurement changes): more than ``MAX_STRAY`` differing copies
@@ -31,18 +36,26 @@ detector is told ``asked_up_to=None`` there.
 
 Where it cuts. Where the first item past the bound begins (its line when the template spans
 lines, or its number in a one-line list), once a fifth of the bound more (at least 5) have
-followed: the items within the bound stay, as ``overrun`` keeps what was asked. In the answer
-the engine then finishes there: a continuation would only count on. In the reasoning the
-answer is still to come, and the engine resumes.
+followed (``LONG_OVER`` more of a long template): the items within the bound stay, as
+``overrun`` keeps what was asked. In the answer the engine then finishes there: a
+continuation would only count on. In the reasoning the answer is still to come, and the
+engine resumes.
+
+What it holds back: from the first item past the bound while the run may go on, and, for a
+long template's first copy past its bound, while that copy says what the template says. A
+near-copy goes out as soon as it differs; found to be one later, it is the hit's lead-in (the
+channel counts what went out past the cut).
 
 How it stays incremental. Each number is looked at once. A chain waits for the next value
-(one more than its last) within ``ITEM_GAP`` chars, and keeps only the text between its last
-two members (numbers equal to the counter masked): the template's one copy.
+(one more than its last) within ``ITEM_GAP`` chars (``LONG_GAP`` for a long template, and for
+a number alone, which may begin one), and keeps only the text between its last two members
+(numbers equal to the counter masked): the template's one copy, and the latest.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -87,6 +100,14 @@ MAX_STRAY: Final = 2
 # (a function's body), not an item of a list: the request's count alone bounds it.
 LONG_TEMPLATE: Final = 100
 LONG_LINES: Final = 3
+# A long template is a loop this many copies past its bound: its fourth copy when nothing was
+# asked, as a long unit's loop is cut one copy past its third.
+LONG_OVER: Final = 3
+# A long template's copies may be this far apart (a section of a table, bullets and code).
+LONG_GAP: Final = 2400
+# A copy of a long template that keeps lines making this share of its width is one more copy
+# of it: the same block said again with a line reworded or dropped.
+NEAR_WIDTH: Final = 0.6
 
 
 @dataclass(slots=True)
@@ -99,6 +120,8 @@ class _Chain:
     stray: int = 0  # copies in a row since the last one equal to the template
     equal: int = 0  # copies found equal to the template (its first is what set it)
     limit: int = 0  # the items the template may run to (set with the template)
+    long: bool = False  # whether the template is a long one (``LONG_TEMPLATE``)
+    latest: str = ""  # the latest copy's text (a long template's near-copy may copy it)
     # the latest counter: where the number before it ends, and where it begins
     copy_at: tuple[int, int] = (0, 0)
 
@@ -174,7 +197,7 @@ class CountedRule(Rule):
     def _sweep(self, at: int) -> None:
         """Drop chains whose next value can no longer come; sweep again only once as many
         have been added (amortized O(1) per number)."""
-        live = {v: c for v, c in self._chains.items() if at - c.seen_to <= ITEM_GAP}
+        live = {v: c for v, c in self._chains.items() if at - c.seen_to <= _gap(c)}
         self._chains = live
         self._nearest = min((self._room(c) for c in live.values()), default=self._fresh)
         self._sweep_at = max(SWEEP_AT, 2 * len(live))
@@ -186,25 +209,44 @@ class CountedRule(Rule):
             return None
         value = int(digits)
         chain = chains.get(value)
-        if chain is None or at - chain.seen_to > ITEM_GAP:
+        if chain is None or at - chain.seen_to > _gap(chain):
             waiting = chains.get(value + 1)
-            if waiting is None or at - waiting.seen_to > ITEM_GAP:
+            if (
+                waiting is None
+                or at - waiting.seen_to > _gap(waiting)
+                or (waiting.template is None and at - waiting.seen_to > ITEM_GAP)
+            ):
+                # (a number alone waits as long as a long template's copy may take, and
+                # gives way to the same number said again after an item's gap)
                 chains[value + 1] = _Chain(value, end, value)
             return None
         del chains[value]
         before = chain.seen_to  # where the number before it ends
         template = _masked(win.slice(before, at), chain.value, value)
-        matched = template == chain.template  # the copy before this counter is the template
+        # the copy before this counter is the template, or, a long one, a near-copy of it or
+        # of the copy before it (a section whose lead-in and dropped bullets drift apart)
+        matched = template == chain.template or (
+            chain.long
+            and chain.template is not None
+            and (_near_copy(template, chain.template) or _near_copy(template, chain.latest))
+        )
+        chain.latest = template
         if matched:
             chain.stray = 0
             chain.equal += 1
-        elif chain.template is not None and chain.stray < MAX_STRAY:
+        elif (
+            chain.template is not None
+            and not chain.long
+            and chain.stray < MAX_STRAY
+            and not _is_long(template)
+        ):
             chain.stray += 1  # a variant: the template may come back after it
         else:
             # the copies differ: the count starts again from the last value
             chain.template, chain.first, chain.past = template, chain.value, None
             chain.stray = chain.equal = 0
-            chain.limit = self._limit_of(template)
+            chain.long = _is_long(template)
+            chain.limit = self.block_limit if chain.long else self.limit
         chain.value, chain.seen_to = value, end
         previous, chain.copy_at = chain.copy_at, (before, at)
         chains[value + 1] = chain
@@ -218,7 +260,8 @@ class CountedRule(Rule):
             # the bound too (a bound of one copy, or one after a stray), else this counter's.
             copy_before, copy_at = previous if items - 1 > limit else (before, at)
             chain.past = _copy_start(win, copy_before, copy_at, template)
-        if chain.past is not None and items - limit >= overrun_items(1, limit):
+        over = LONG_OVER if chain.long else overrun_items(1, limit)
+        if chain.past is not None and items - limit >= over:
             return Hit(
                 rule="counted",
                 channel=self.channel,
@@ -241,12 +284,6 @@ class CountedRule(Rule):
         if chain.template is not None:
             return chain.limit - chain.items()
         return self.block_limit + 1 - chain.items()
-
-    def _limit_of(self, template: str) -> int:
-        """The items a template may run to: a long one, only what the request asks for."""
-        if template.count("\n") >= LONG_LINES and text_width(template) >= LONG_TEMPLATE:
-            return self.block_limit
-        return self.limit
 
     def safe_offset(self, win: TextWindow, segmenter: Segmenter) -> int:
         """Where the first item past the bound begins while the run may go on; once a run
@@ -272,7 +309,7 @@ class CountedRule(Rule):
             self._follow(chains, win, number.group(), at, start + number.end())
         held = end
         for chain in chains.values():
-            if end - chain.seen_to > ITEM_GAP:
+            if end - chain.seen_to > _gap(chain):
                 continue  # the run ended
             template = chain.template
             if chain.past is not None:
@@ -295,6 +332,34 @@ def _copy_start(win: TextWindow, before: int, at: int, template: str) -> int:
     if "\n" in template:
         return before + win.slice(before, at).rfind("\n") + 1
     return item_start(win, at)
+
+
+def _gap(chain: _Chain) -> int:
+    """How far after its last counter a chain waits for the next: an item's gap, or a long
+    template's (a chain with no template yet may be a long one)."""
+    return ITEM_GAP if chain.template is not None and not chain.long else LONG_GAP
+
+
+def _is_long(template: str) -> bool:
+    """Whether a template is a block (a function's body, a section), not a list's item."""
+    return template.count("\n") >= LONG_LINES and text_width(template) >= LONG_TEMPLATE
+
+
+def _near_copy(copy: str, template: str) -> bool:
+    """Whether a copy of a long template says most of it as it was: lines the two share, their
+    spacing folded, make ``NEAR_WIDTH`` of the wider one's width (``shape.text_width``; a
+    section said again with its lead-in reworded or a bullet dropped). A line is weighed by its
+    width: a guide's sections that end with one snippet share most of their lines, not most of
+    their text, when each says a paragraph of its own."""
+    ours, theirs = _lines_of(copy), _lines_of(template)
+    shared = Counter(ours) & Counter(theirs)
+    width = sum(text_width(line) * n for line, n in shared.items())
+    wider = max(sum(map(text_width, ours)), sum(map(text_width, theirs)))
+    return width >= NEAR_WIDTH * wider
+
+
+def _lines_of(text: str) -> list[str]:
+    return [" ".join(line.split()) for line in text.split("\n") if line.strip()]
 
 
 def _goes_on_as(win: TextWindow, chain: _Chain, template: str, end: int) -> bool:
