@@ -157,6 +157,37 @@ def test_a_section_said_again_under_a_new_number_is_cut_after_its_first_copy(see
     assert hit.prune_offset == len(head) + len(sections[0])  # the first summary is kept
 
 
+CALL = (
+    "<tool_call>\n"
+    '{"name": "bash", "arguments": {"command": "sleep 5 && curl -s -o /dev/null -w '
+    "'%{http_code}' https://staging.example.com/healthz\"}}\n"
+    "</tool_call>\n\n"
+)
+REMARKS = {
+    "en": ["the service may still be starting.", "connection refused, retrying in 5 seconds.",
+           "no response yet, let me check again.", "still not healthy."],
+    "zh": ["服务可能还在启动。", "连接被拒绝，5秒后重试。", "还没有响应，我再查一次。",
+           "依然不健康。"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("seed", range(2))
+def test_a_tool_call_retried_under_a_count_is_cut_after_the_first(lang: str, seed: int) -> None:
+    # the same call again and again, its remark said one of a few ways: a long template
+    rng = random.Random(seed)
+    label = "Health check attempt {}: " if lang == "en" else "第{}次健康检查："
+    head = "Deployed. Polling the health endpoint.\n\n"
+    blocks = [
+        label.format(n) + rng.choice(REMARKS[lang]) + "\n\n" + CALL for n in range(1, 10)
+    ]
+    text = head + "".join(blocks)
+    hit, _ = stream(text, asked_up_to=0, seed=seed)
+    assert hit is not None and hit.rule == "counted"
+    assert hit.prune_offset == len(head) + len(blocks[0])
+    assert hit.fired_at < len(head) + sum(map(len, blocks[:4]))  # at the fourth attempt
+
+
 def test_blocks_that_come_back_in_turn_are_no_template() -> None:
     # a push, pull and legs split written out twice, word for word: each day another block
     days = {
