@@ -178,9 +178,7 @@ def test_a_tool_call_retried_under_a_count_is_cut_after_the_first(lang: str, see
     rng = random.Random(seed)
     label = "Health check attempt {}: " if lang == "en" else "第{}次健康检查："
     head = "Deployed. Polling the health endpoint.\n\n"
-    blocks = [
-        label.format(n) + rng.choice(REMARKS[lang]) + "\n\n" + CALL for n in range(1, 10)
-    ]
+    blocks = [label.format(n) + rng.choice(REMARKS[lang]) + "\n\n" + CALL for n in range(1, 10)]
     text = head + "".join(blocks)
     hit, _ = stream(text, asked_up_to=0, seed=seed)
     assert hit is not None and hit.rule == "counted"
@@ -409,6 +407,32 @@ def test_a_template_that_strays_now_and_then_is_cut_after_the_bound(
     cut = text[hit.prune_offset :]
     assert cut.startswith(item.format(41)) or cut.startswith(item.format(42))
     assert released <= hit.prune_offset
+
+
+@pytest.mark.parametrize(
+    ("item", "drifted"),
+    [
+        ('Mantra: {}. "Mantra" - 范风风\n\n', 'Mantra: {}. "Mantra" - 范风飏\n\n'),
+        ("Retry {}: apply the patch again.\n", "Retry {}: apply the patch again!\n"),
+    ],
+)
+def test_a_template_that_changes_a_char_for_good_goes_on(item: str, drifted: str) -> None:
+    # SmolLM2 (t=0.8, 30 idioms asked): a char changes at item 19 and stays changed
+    text = "".join(item.format(i) for i in range(3, 19)) + "".join(
+        drifted.format(i) for i in range(19, 70)
+    )
+    hit, released = stream(text, asked_up_to=30)
+    assert hit is not None and hit.rule == "counted"
+    assert text[hit.prune_offset :].startswith(drifted.format(43))  # 3 + 40 items kept
+    assert released <= hit.prune_offset
+
+
+def test_a_list_of_words_a_char_apart_is_a_list() -> None:
+    # a Gray code of six places written in x and o: each code a char from the one before
+    codes = ["".join("o" if (g >> k) & 1 else "x" for k in range(5, -1, -1)) for g in
+             (n ^ (n >> 1) for n in range(64))]  # fmt: skip
+    text = "".join(f"{i}. {code}\n" for i, code in enumerate(codes, start=1))
+    assert stream(text, asked_up_to=0)[0] is None
 
 
 def test_differing_copies_in_a_row_start_the_count_again() -> None:

@@ -15,7 +15,8 @@ rows" raise the bound to 100 and 50).
 
 A copy may stray and come back: a model that counts on with its template writes a variant
 now and then (``第20条：待定`` among ``第N条：待补充``, ``"unknown"`` among ``"Unknown"``). Up to
-``MAX_STRAY`` copies in a row that differ from the template count on with it.
+``MAX_STRAY`` copies in a row that differ from the template count on with it. A template of
+``DRIFT_WIDTH`` or more that changes one char for good goes on as it is now.
 
 A long template (copies ``LONG_TEMPLATE`` wide or more over ``LONG_LINES`` lines: a function
 defined again as ``validate_email_2``, ``validate_email_3``, its body the same; a section said
@@ -62,6 +63,7 @@ from typing import Final
 from looprescue.detect.asked import zh_number
 from looprescue.detect.buffer import TextWindow
 from looprescue.detect.hits import Channel, Hit
+from looprescue.detect.nearcopy import edit_distance_up_to
 from looprescue.detect.rule import CHECKPOINT, WATERMARK, Rule
 from looprescue.detect.rules.overrun import (
     ITEM_GAP,
@@ -96,6 +98,9 @@ _SPELLED: Final = re.compile(
 SWEEP_AT: Final = 256
 # Copies in a row that may differ from the template while it goes on: a stray variant or two.
 MAX_STRAY: Final = 2
+# A template this wide may drift a char for good and go on (``"Mantra" - 范风风`` becomes
+# ``范风飏``); a narrower one is a word (``1. cat``, ``2. bat``: a list of rhymes).
+DRIFT_WIDTH: Final = 12
 # A template this wide (``shape.text_width``) over this many lines is a block of code or prose
 # (a function's body), not an item of a list: the request's count alone bounds it.
 LONG_TEMPLATE: Final = 100
@@ -230,6 +235,15 @@ class CountedRule(Rule):
             and chain.template is not None
             and (_near_copy(template, chain.template) or _near_copy(template, chain.latest))
         )
+        if (
+            not matched
+            and chain.template is not None
+            and not chain.long
+            and _drifted(template, chain.template)
+        ):
+            # one char changed for good (``范风风`` then ``范风飏`` on every copy): the
+            # template goes on as it is now
+            matched, chain.template = True, template
         chain.latest = template
         if matched:
             chain.stray = 0
@@ -360,6 +374,14 @@ def _near_copy(copy: str, template: str) -> bool:
 
 def _lines_of(text: str) -> list[str]:
     return [" ".join(line.split()) for line in text.split("\n") if line.strip()]
+
+
+def _drifted(copy: str, template: str) -> bool:
+    """Whether a copy of a short template, ``DRIFT_WIDTH`` wide or more, is one char apart
+    from it."""
+    if abs(len(copy) - len(template)) > 1 or text_width(template) < DRIFT_WIDTH:
+        return False
+    return edit_distance_up_to(list(copy), list(template), 1) <= 1
 
 
 def _goes_on_as(win: TextWindow, chain: _Chain, template: str, end: int) -> bool:
