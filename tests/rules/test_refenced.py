@@ -272,6 +272,16 @@ SECTIONS = [
             "Next:\n" + _fenced(code)
             for code in [DEDUPE, RENAMED, DEDUPE, COMMENTED, COMMENTED.replace("set()", "{}")]
         ),
+        # one environment's resources after another, written out as asked: a name and the
+        # strings that name the environment change
+        "".join(
+            f"### {env}\n\n```hcl\n"
+            f'resource "aws_s3_bucket" "logs_{env}" {{\n  bucket = "acme-logs-{env}"\n\n'
+            f'  tags = {{\n    Environment = "{env}"\n    Purpose     = "logs"\n  }}\n}}\n\n'
+            f'resource "aws_s3_bucket_versioning" "logs_{env}" {{\n'
+            f"  bucket = aws_s3_bucket.logs_{env}.id\n}}\n```\n\n"
+            for env in ("dev", "staging", "prod", "sandbox")
+        ),
         # an edit and the test run after it, again and again, the output new each time
         "".join(
             "Edit:\n"
@@ -280,7 +290,16 @@ SECTIONS = [
             for n in range(5)
         ),
     ],
-    ids=["one-line", "call-sites", "far-apart", "fixed", "twice", "revisited", "edit-and-run"],
+    ids=[
+        "one-line",
+        "call-sites",
+        "far-apart",
+        "fixed",
+        "twice",
+        "revisited",
+        "environments",
+        "edit-and-run",
+    ],
 )
 def test_fences_said_again_for_a_reason_are_left_alone(text):
     for sizes in SIZES:

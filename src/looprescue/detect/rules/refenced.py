@@ -31,7 +31,9 @@ word.
 A copy may also differ in its comments, reworded on the lines they were on, and in up to
 ``RENAMED`` names, each written the same other way wherever it changes (``for part in parts``,
 then ``for chunk in parts``), in a fence of ``RENAMED_LINES`` code lines or more: the same
-code again, said other ways. A function or a type renamed is another version of its API, and a
+code again, said other ways. A function or a type renamed is another version of its API, a
+word changed inside a string is another value (``"acme-logs-dev"``, then
+``"acme-logs-staging"``: the next environment's resources, written out as asked), and a
 comment added is a line more.
 
 Where it cuts. After the run's first fence, at its closing fence line: the first run's output
@@ -96,6 +98,8 @@ _DEFINES: Final = frozenset(
     {"def", "class", "function", "func", "fn", "struct", "interface", "enum", "trait", "type"}
 )
 _A_COMMENT: Final = ("#",)
+# The marks a string literal opens and closes with.
+_QUOTES: Final = frozenset({'"', "'", "`"})
 # A comment to the line's end: ``# ...`` (a space after it: ``#include`` is code), ``// ...``.
 _COMMENT: Final = re.compile(r"(?:^|(?<=\s))(?:#(?=\s|$)|//).*$")
 
@@ -156,11 +160,16 @@ def _alike(a: list[tuple[str, ...]], b: list[tuple[str, ...]]) -> bool:
             continue
         if len(one) != len(other):
             return False
+        quoted = False  # inside a string literal
         for i, (x, y) in enumerate(zip(one, other, strict=True)):
             if x == y:
+                if x in _QUOTES:
+                    quoted = not quoted
                 continue
-            if not _is_name(x) or not _is_name(y):
-                return False  # (a changed value, operator or call: other code)
+            if quoted or not _is_name(x) or not _is_name(y):
+                # (a changed value, in a string or not, an operator or a call: other code;
+                # ``"acme-logs-dev"`` then ``"acme-logs-staging"`` is another environment's)
+                return False
             if i and one[i - 1] in _DEFINES:
                 return False  # (a function or a type renamed: another version of its API)
             known = names.get(x)
