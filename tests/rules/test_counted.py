@@ -121,7 +121,7 @@ def test_a_long_template_nobody_asked_for_is_cut_after_its_first_copy(lang: str,
     text = "Here is the validator:\n\n```\n" + function_copies(1, 12, lang)
     hit, released = stream(text, asked_up_to=0, seed=seed)
     assert hit is not None and hit.rule == "counted"
-    # the first copy stays; the cut is where the second begins, found at the fourth
+    # the first copy stays; the cut is where the second begins, found at the sixth
     assert text[hit.prune_offset :].startswith(function_copies(2, 2, lang))
     assert released <= hit.prune_offset
 
@@ -140,41 +140,59 @@ LEADS = ["In short, the keys to better sleep are:", "To sum up, what helps most:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_section_said_again_under_a_new_number_is_cut_after_its_first_copy(seed: int) -> None:
-    # its lead-in reworded in turn, a bullet dropped now and then: the same section again
+    # its lead-in reworded in turn: the same section again
     rng = random.Random(seed)
     head = "## 3. Daytime habits\n\nGet outside in the morning.\n\n"
-    sections = []
-    for n in range(4, 12):
-        body = SUMMARY.format(lead=LEADS[n % 3])
-        if n > 6 and rng.random() < 0.3:
-            lines = body.split("\n")
-            del lines[rng.randint(2, 5)]
-            body = "\n".join(lines)
-        sections.append(f"## {n}. Summary\n\n{body}")
+    sections = [
+        f"## {n}. Summary\n\n" + SUMMARY.format(lead=rng.choice(LEADS)) for n in range(4, 12)
+    ]
     text = head + "".join(sections)
     hit, _ = stream(text, asked_up_to=0, seed=seed)
     assert hit is not None and hit.rule == "counted"
     assert hit.prune_offset == len(head) + len(sections[0])  # the first summary is kept
 
 
+def test_sections_that_share_their_frame_are_no_template() -> None:
+    # an API's endpoints, each under its number, with the same headings and error table: the
+    # lines they share are most of their lines, but not most of their text
+    errors = (
+        "**Errors**\n\n| code | meaning |\n|---|---|\n| 40100 | not signed in |\n"
+        "| 42900 | too many requests |\n\n"
+    )
+    endpoints = [
+        ("Register", "POST", "/api/v1/users", "phone, password, captcha"),
+        ("Sign in", "POST", "/api/v1/sessions", "phone, password"),
+        ("Profile", "GET", "/api/v1/users/me", "none"),
+        ("Edit profile", "PATCH", "/api/v1/users/me", "nickname, avatar"),
+        ("Change password", "PUT", "/api/v1/users/me/password", "old, new"),
+        ("Sign out", "DELETE", "/api/v1/sessions/current", "none"),
+        ("Close account", "DELETE", "/api/v1/users/me", "password"),
+    ]
+    text = "".join(
+        f"## {n}. {name}\n\n- **Path**: `{path}`\n- **Method**: {method}\n"
+        f"- **Parameters**: {params}\n\n" + errors
+        for n, (name, method, path, params) in enumerate(endpoints, start=1)
+    )
+    assert stream(text, asked_up_to=0)[0] is None
+
+
 CALL = (
     "<tool_call>\n"
-    '{"name": "bash", "arguments": {"command": "sleep 5 && curl -s -o /dev/null -w '
+    '{"name": "bash", "arguments": {"command": "sleep 30 && curl -s -o /dev/null -w '
     "'%{http_code}' https://staging.example.com/healthz\"}}\n"
     "</tool_call>\n\n"
 )
 REMARKS = {
-    "en": ["the service may still be starting.", "connection refused, retrying in 5 seconds.",
-           "no response yet, let me check again.", "still not healthy."],
-    "zh": ["服务可能还在启动。", "连接被拒绝，5秒后重试。", "还没有响应，我再查一次。",
-           "依然不健康。"],
-}  # fmt: skip
+    "en": ["still starting, retrying.", "still starting up, retrying.", "still starting, retry."],
+    "zh": ["服务还在启动，重试。", "服务仍在启动，重试。", "服务还在启动，再试。"],
+}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("seed", range(2))
 def test_a_tool_call_retried_under_a_count_is_cut_after_the_first(lang: str, seed: int) -> None:
-    # the same call again and again, its remark said one of a few ways: a long template
+    # the same call again and again, its remark said a word apart: a long template (a remark
+    # said wholly other ways each time is most of another copy's text: no copy)
     rng = random.Random(seed)
     label = "Health check attempt {}: " if lang == "en" else "第{}次健康检查："
     head = "Deployed. Polling the health endpoint.\n\n"
@@ -183,7 +201,7 @@ def test_a_tool_call_retried_under_a_count_is_cut_after_the_first(lang: str, see
     hit, _ = stream(text, asked_up_to=0, seed=seed)
     assert hit is not None and hit.rule == "counted"
     assert hit.prune_offset == len(head) + len(blocks[0])
-    assert hit.fired_at < len(head) + sum(map(len, blocks[:4]))  # at the fourth attempt
+    assert hit.fired_at < len(head) + sum(map(len, blocks[:6]))  # at the sixth attempt
 
 
 def test_blocks_that_come_back_in_turn_are_no_template() -> None:
@@ -230,8 +248,8 @@ def test_a_long_template_gives_the_same_cut_in_any_chunking(
     hit = hit or detector.flush("text")
     whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
     reference = whole.feed("text", text) or whole.flush("text")
-    # the count begins at the first copy's number: four copies make one and three past it
-    assert (hit is None) == (reference is None) == (last < 4)
+    # the count begins at the first copy's number: six copies make one and five past it
+    assert (hit is None) == (reference is None) == (last < 6)
     if hit is not None and reference is not None:
         assert (hit.prune_offset, hit.fired_at) == (reference.prune_offset, reference.fired_at)
         assert released <= hit.prune_offset

@@ -24,7 +24,7 @@ again under ``## 5. Summary``, ``## 6. Summary``) is bounded by the count the re
 alone, at least one: nobody writes a function's body again and again unasked, while a short
 one (``{"id": 7}``) is how a list of data is written. A copy of a long template whose lines
 it keeps make ``NEAR_WIDTH`` of its width, or of the copy's before it (its lead-in reworded, a
-bullet dropped, a remark between tool calls said another way), is one more copy; one
+bullet dropped), is one more copy; one
 that does not is another block (a workout plan's pull day after its push day), so a long
 template has no strays.
 
@@ -105,14 +105,15 @@ DRIFT_WIDTH: Final = 12
 # (a function's body), not an item of a list: the request's count alone bounds it.
 LONG_TEMPLATE: Final = 100
 LONG_LINES: Final = 3
-# A long template is a loop this many copies past its bound: its fourth copy when nothing was
-# asked, as a long unit's loop is cut one copy past its third.
-LONG_OVER: Final = 3
+# A long template is a loop this many copies past its bound: its sixth copy when nothing was
+# asked. (At its fourth, replicas a compose file writes for "a few workers" were cut.)
+LONG_OVER: Final = 5
 # A long template's copies may be this far apart (a section of a table, bullets and code).
 LONG_GAP: Final = 2400
 # A copy of a long template that keeps lines making this share of its width is one more copy
-# of it: the same block said again with a line reworded or dropped.
-NEAR_WIDTH: Final = 0.6
+# of it: the same block said again with a line reworded or dropped. (API docs and setup steps
+# that share their frame and boilerplate keep up to 0.7 of it from one section to the next.)
+NEAR_WIDTH: Final = 0.8
 
 
 @dataclass(slots=True)
