@@ -23,10 +23,9 @@ defined again as ``validate_email_2``, ``validate_email_3``, its body the same; 
 again under ``## 5. Summary``, ``## 6. Summary``) is bounded by the count the request names
 alone, at least one: nobody writes a function's body again and again unasked, while a short
 one (``{"id": 7}``) is how a list of data is written. A copy of a long template whose lines
-it keeps make ``NEAR_WIDTH`` of its width, or of the copy's before it (its lead-in reworded, a
-bullet dropped), is one more copy; one
-that does not is another block (a workout plan's pull day after its push day), so a long
-template has no strays.
+it keeps make ``NEAR_WIDTH`` of its width, or of the copy's before it (its lead-in reworded),
+is one more copy; one that does not is another block (a workout plan's pull day after its
+push day), so a long template has no strays.
 
 What is not a loop. A list whose items change in anything but the counter (``1. Alabama``,
 ``2. Alaska``; a log line whose measurement changes): more than ``MAX_STRAY`` differing copies
@@ -124,7 +123,7 @@ class _Chain:
     template: str | None = None  # the text between two values, the counter masked
     past: int | None = None  # where the first item past the bound begins
     stray: int = 0  # copies in a row since the last one equal to the template
-    equal: int = 0  # copies found equal to the template (its first is what set it)
+    equal: int = 0  # copies found equal to the template since it was set
     limit: int = 0  # the items the template may run to (set with the template)
     long: bool = False  # whether the template is a long one (``LONG_TEMPLATE``)
     latest: str = ""  # the latest copy's text (a long template's near-copy may copy it)
