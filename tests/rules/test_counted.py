@@ -43,6 +43,24 @@ def stream(
     return detector.flush(channel), released
 
 
+def chunked_and_whole(text: str, seed: int, high: int) -> tuple:
+    """(hit, the furthest the watermark released, the hit of the text fed whole), the text
+    streamed in deltas of 1 to ``high`` chars; the watermark never takes back what it
+    released."""
+    detector = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    hit, released = None, 0
+    for delta in random_deltas(text, random.Random(seed), 1, high):
+        hit = detector.feed("text", delta)
+        if hit is not None:
+            break
+        safe = detector.safe_offset("text")
+        assert safe >= released
+        released = safe
+    hit = hit or detector.flush("text")
+    whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
+    return hit, released, whole.feed("text", text) or whole.flush("text")
+
+
 # --------------------------------------------------------------------------- loops
 
 
@@ -77,18 +95,7 @@ def test_any_chunking_gives_the_same_cut_and_the_watermark_never_passes_it(
     seed: int, high: int, last: int
 ) -> None:
     text = ladder(last)
-    detector = StreamDetector(CONFIG, watch="both", asked_up_to=0)
-    hit, released = None, 0
-    for delta in random_deltas(text, random.Random(seed), 1, high):
-        hit = detector.feed("text", delta)
-        if hit is not None:
-            break
-        safe = detector.safe_offset("text")
-        assert safe >= released  # never takes back what it released
-        released = safe
-    hit = hit or detector.flush("text")
-    whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
-    reference = whole.feed("text", text) or whole.flush("text")
+    hit, released, reference = chunked_and_whole(text, seed, high)
     assert (hit is None) == (reference is None) == (last < 47)  # items 0…47 are 48
     if hit is not None and reference is not None:
         assert (hit.prune_offset, hit.fired_at) == (reference.prune_offset, reference.fired_at)
@@ -236,18 +243,7 @@ def test_a_long_template_gives_the_same_cut_in_any_chunking(
     seed: int, high: int, last: int
 ) -> None:
     text = "Sure.\n\n```python\n" + function_copies(1, last) + "```\n"
-    detector = StreamDetector(CONFIG, watch="both", asked_up_to=0)
-    hit, released = None, 0
-    for delta in random_deltas(text, random.Random(seed), 1, high):
-        hit = detector.feed("text", delta)
-        if hit is not None:
-            break
-        safe = detector.safe_offset("text")
-        assert safe >= released
-        released = safe
-    hit = hit or detector.flush("text")
-    whole = StreamDetector(CONFIG, watch="both", asked_up_to=0)
-    reference = whole.feed("text", text) or whole.flush("text")
+    hit, released, reference = chunked_and_whole(text, seed, high)
     # the count begins at the first copy's number: six copies make one and five past it
     assert (hit is None) == (reference is None) == (last < 6)
     if hit is not None and reference is not None:
